@@ -1,0 +1,1 @@
+"""Learners: the batched A2C population. Knows nothing of servers."""

@@ -1,0 +1,1 @@
+"""Classification on the same exchange, ledger and harness as RL."""

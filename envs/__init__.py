@@ -1,0 +1,1 @@
+"""Environments: lanes of a gymnasium vector env, and the state grid."""

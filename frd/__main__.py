@@ -1,0 +1,5 @@
+import sys
+
+from frd.cli import main
+
+sys.exit(main())

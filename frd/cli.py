@@ -1,0 +1,40 @@
+"""The ``frd`` command. Each domain registers its own subcommands; errors print as one line."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from frd.errors import FrdError
+
+COMMAND_MODULES = ("frd.rl_cli",)
+"""Modules with ``register(subparsers)``, each adding subcommands that ``set_defaults(run=...)``."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
+        self.exit(2, f"frd: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="frd", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except FrdError as exc:
+        print(f"frd: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nfrd: interrupted; finished runs are saved, rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

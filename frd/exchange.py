@@ -1,0 +1,61 @@
+"""The one exchange contract every method follows: upload → aggregate → download.
+
+A method is only its exchange; this module owns the round itself, so the ledger and the channel
+treat every method the same way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Protocol, Sequence
+
+from frd.channel import Channel, IdealChannel
+from frd.ledger import Ledger
+from frd.payload import Payload
+
+
+class Exchange(Protocol):
+    """What a method does in one round. Participants are small integers (agents, devices)."""
+
+    def upload(self, participant: int) -> Payload:
+        """What ``participant`` sends to the server."""
+
+    def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
+        """Server side: from the uploads that arrived, what each participant receives."""
+
+    def download(self, participant: int, payload: Payload) -> None:
+        """Apply what arrived at ``participant``."""
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    round: int
+    delivered_up: tuple[int, ...]
+    bits_up: int
+    bits_down: int
+    comm_s: float
+
+
+def run_round(exchange: Exchange, participants: Sequence[int], *, run_id: str, round_: int,
+              ledger: Ledger, channel: Channel | None = None) -> RoundReport:
+    """Run one round and append its transfers to ``ledger``.
+
+    Uploads that fail on the channel are left out of the aggregate; a failed download leaves
+    that participant unchanged. The round's communication time is the slowest delivered upload
+    plus the slowest delivered download.
+    """
+    channel = channel or IdealChannel()
+    uploads = {p: exchange.upload(p) for p in participants}
+    up = channel.uplink({p: u.bits for p, u in uploads.items()})
+    for p, u in uploads.items():
+        ledger.record(run_id, round_, p, "up", u.kind, u.entries, u.bits, up[p].latency_s, up[p].delivered)
+    arrived = {p: u for p, u in uploads.items() if up[p].delivered}
+    downloads = exchange.aggregate(arrived, participants) if arrived else {}
+    down = channel.downlink({p: d.bits for p, d in downloads.items()})
+    for p, d in downloads.items():
+        ledger.record(run_id, round_, p, "down", d.kind, d.entries, d.bits, down[p].latency_s, down[p].delivered)
+        if down[p].delivered:
+            exchange.download(p, d)
+    comm_s = (max((up[p].latency_s for p in arrived), default=0.0)
+              + max((t.latency_s for t in down.values() if t.delivered), default=0.0))
+    return RoundReport(round_, tuple(arrived), sum(u.bits for u in uploads.values()),
+                       sum(d.bits for d in downloads.values()), comm_s)
