@@ -2,11 +2,26 @@
 
 ``ideal`` delivers everything instantly. The wireless model of SPEC §2 plugs in through the same
 two calls, so both RL and classification rounds can run over it unchanged.
+
+Registered names (``make_channel(name, seed, **options)``):
+
+- ``ideal`` — no options.
+- ``wireless`` — ``preset`` (``asymmetric``, the default, or ``symmetric``) plus any
+  :class:`WirelessChannel` field as an override, e.g. ``make_channel("wireless", 7, p_up_dbm=15)``.
+- ``wireless-asymmetric`` / ``wireless-symmetric`` — the same with the preset in the name, for
+  configs that can only carry a name.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Mapping, Protocol
+
+import numpy as np
+
+from frd.errors import FrdError
+from frd.seeding import derive_seed
 
 
 @dataclass(frozen=True)
@@ -35,13 +50,129 @@ class IdealChannel:
         return {p: Transfer(0.0, True) for p in bits}
 
 
-CHANNELS = {"ideal": lambda seed, **options: IdealChannel()}
+CHANNEL_STREAM = 0xC4A77E1
+"""Key mixed with the run seed for the fading draws, so they never share a stream with a lane."""
+
+BOUNDARY_RTOL = 1e-9
+"""Relative float slack so that SNR == θ and bits == capacity count as met despite rounding."""
+
+SLOT_BLOCK = 64
+"""Slots drawn per vectorized step; only unfinished transfers draw the next block."""
+
+
+def dbm_to_watt(dbm: float) -> float:
+    return 10.0 ** (dbm / 10.0) / 1e3
+
+
+@dataclass
+class WirelessChannel:
+    """Slotted Rayleigh-fading link of the Mix2FLD letter (SPEC §2; the equations are ours).
+
+    Per slot of ``slot_s`` and per device, SNR = P·g·d^−α / (N0·B) with power gain g ~ Exp(1)
+    drawn afresh each slot (g = 1 when ``fading`` is off). A slot with SNR ≥ θ carries
+    τ·B·log2(1 + SNR) bits, one below θ carries nothing. A transfer lasts the whole slots until
+    its bits are through; one needing more than ``t_max_s`` fails (latency = ``t_max_s``).
+    Uplink: the devices of the transfer that send bits share ``n_channels``·``bandwidth_hz`` by
+    frequency division, B = N_ch·W/|D|. Downlink: a broadcast, every receiver gets B = N_ch·W with
+    its own fading. Defaults are the letter's asymmetric setting.
+    """
+
+    n_channels: int = 2
+    bandwidth_hz: float = 10e6
+    slot_s: float = 1e-3
+    p_up_dbm: float = 23.0
+    p_dn_dbm: float = 40.0
+    distance_m: float = 1000.0
+    pathloss_exp: float = 4.0
+    n0_dbm_per_hz: float = -174.0
+    theta_up: float = 3.0
+    theta_dn: float = 3.0
+    t_max_s: float = 0.1
+    fading: bool = True
+    seed: int = 0
+    name: str = "wireless"
+    rng: np.random.Generator = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for f in ("n_channels", "bandwidth_hz", "slot_s", "distance_m", "t_max_s"):
+            if not getattr(self, f) > 0:
+                raise FrdError(f"wireless channel: {f} must be positive, got {getattr(self, f)!r}")
+        if not math.isfinite(self.t_max_s):
+            raise FrdError("wireless channel: t_max_s must be finite; give the longest transfer to allow")
+        self.rng = np.random.default_rng(derive_seed(self.seed, CHANNEL_STREAM))
+
+    @property
+    def max_slots(self) -> int:
+        """Whole slots a transfer may use before it counts as failed."""
+        return max(1, int(math.floor(self.t_max_s / self.slot_s + 1e-9)))
+
+    def mean_snr(self, power_dbm: float, band_hz: float) -> float:
+        """SNR with g = 1: P·d^−α / (N0·B)."""
+        noise_w = dbm_to_watt(self.n0_dbm_per_hz) * band_hz
+        return dbm_to_watt(power_dbm) * self.distance_m ** (-self.pathloss_exp) / noise_w
+
+    def uplink(self, bits: Mapping[int, int]) -> dict[int, Transfer]:
+        senders = sum(1 for b in bits.values() if b > 0)
+        band = self.n_channels * self.bandwidth_hz / max(senders, 1)
+        return self._transfers(bits, self.p_up_dbm, band, self.theta_up)
+
+    def downlink(self, bits: Mapping[int, int]) -> dict[int, Transfer]:
+        return self._transfers(bits, self.p_dn_dbm, self.n_channels * self.bandwidth_hz, self.theta_dn)
+
+    def _transfers(self, bits: Mapping[int, int], power_dbm: float, band_hz: float,
+                   theta: float) -> dict[int, Transfer]:
+        """Slots needed by each transfer, drawn in blocks for all unfinished ones at once."""
+        parts = [p for p, b in bits.items() if b > 0]
+        left = np.array([bits[p] for p in parts], dtype=float)
+        slots = np.zeros(len(parts), dtype=np.int64)
+        done = np.zeros(len(parts), dtype=bool)
+        snr0 = self.mean_snr(power_dbm, band_hz)
+        used = 0
+        while used < self.max_slots and not done.all():
+            todo = np.flatnonzero(~done)
+            n = min(SLOT_BLOCK, self.max_slots - used)
+            g = self.rng.exponential(size=(todo.size, n)) if self.fading else np.ones((todo.size, n))
+            snr = snr0 * g
+            carried = np.where(snr >= theta * (1 - BOUNDARY_RTOL), self.slot_s * band_hz * np.log2(1.0 + snr), 0.0).cumsum(axis=1)
+            through = carried >= left[todo, None] * (1 - BOUNDARY_RTOL)
+            finished = through.any(axis=1)
+            slots[todo[finished]] = used + through[finished].argmax(axis=1) + 1
+            done[todo[finished]] = True
+            left[todo] -= carried[:, -1]
+            used += n
+        sent = {p: Transfer(float(slots[k] * self.slot_s), True) if done[k] else Transfer(self.t_max_s, False)
+                for k, p in enumerate(parts)}
+        return {p: sent.get(p, Transfer(0.0, True)) for p in bits}
+
+
+WIRELESS_PRESETS: dict[str, dict[str, float]] = {
+    "asymmetric": {},
+    "symmetric": {"p_up_dbm": 40.0, "p_dn_dbm": 40.0},
+}
+"""Named settings of the letter: asymmetric (P_up 23 dBm, P_dn 40 dBm) and symmetric (both 40 dBm)."""
+
+
+def make_wireless(seed: int, preset: str = "asymmetric", **overrides) -> WirelessChannel:
+    """A wireless channel from a preset, with any field overridden (``p_up_dbm=15``, ``fading=False``)."""
+    if preset not in WIRELESS_PRESETS:
+        raise FrdError(f"unknown wireless preset {preset!r}; choose one of {', '.join(sorted(WIRELESS_PRESETS))}")
+    allowed = {f.name for f in fields(WirelessChannel) if f.init and f.name not in ("seed", "name")}
+    unknown = sorted(set(overrides) - allowed)
+    if unknown:
+        raise FrdError(f"unknown wireless channel option(s) {', '.join(unknown)}; "
+                       f"valid options: preset, {', '.join(sorted(allowed))}")
+    return WirelessChannel(**{**WIRELESS_PRESETS[preset], **overrides}, seed=seed, name=f"wireless-{preset}")
+
+
+CHANNELS = {
+    "ideal": lambda seed, **options: IdealChannel(),
+    "wireless": make_wireless,
+    **{f"wireless-{p}": partial(make_wireless, preset=p) for p in WIRELESS_PRESETS},
+}
 """Channel factories by name: ``CHANNELS[name](seed, **options)`` gives one run's channel."""
 
 
 def make_channel(name: str, seed: int, **options) -> Channel:
-    from frd.errors import FrdError
-
     if name not in CHANNELS:
         raise FrdError(f"unknown channel {name!r}; choose one of {', '.join(sorted(CHANNELS))}")
     return CHANNELS[name](seed, **options)

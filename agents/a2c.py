@@ -1,0 +1,214 @@
+"""A2C for a whole population of lanes at once (SPEC §1).
+
+Default recipe ``nstep``: n-step A2C, n = 8, Adam 7e-4, γ = 0.99, value weight 0.5, no entropy
+bonus, per-lane gradient clip 0.5, tanh, bootstrapped at truncation but not at termination.
+Recipe ``rlcode``: the one-step TD recipe the 490 rule comes from (actor 1e-3, critic 5e-3,
+−100 reward at a failure), offered for comparison.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from agents.stacked import LaneAdam, StackedMLP, clip_per_lane
+from frd.errors import FrdError
+
+
+@dataclass(frozen=True)
+class A2CConfig:
+    hidden: int = 64                 # width h of both hidden layers (actor and critic)
+    activation: str = "tanh"         # tanh or relu (ReLU completed 0–3 % of lanes in SPEC's trials)
+    n_steps: int = 8                 # env steps per lane between updates
+    actor_lr: float = 7e-4           # Adam learning rate of the actor
+    critic_lr: float = 7e-4          # Adam learning rate of the critic
+    gamma: float = 0.99              # discount
+    value_coef: float = 0.5          # weight of the critic's squared error
+    entropy_coef: float = 0.0        # entropy bonus
+    max_grad_norm: float | None = 0.5  # per-lane clip over actor and critic gradients; None = off
+    failure_reward: float | None = None  # training reward at a failure (termination); None = env's
+    distill_epochs: int = 1          # passes over a downloaded memory (PD, FRD)
+    distill_batch: int = 64          # minibatch size of that distillation
+
+
+RECIPES = {
+    "nstep": A2CConfig(),
+    "rlcode": A2CConfig(n_steps=1, actor_lr=1e-3, critic_lr=5e-3, max_grad_norm=None, failure_reward=-100.0),
+}
+
+
+def recipe(name: str, **overrides) -> A2CConfig:
+    if name not in RECIPES:
+        raise FrdError(f"unknown A2C recipe {name!r}; choose one of {', '.join(RECIPES)}")
+    if overrides.get("hidden", 1) < 1:
+        raise FrdError(f"--hidden must be at least 1, got {overrides['hidden']}")
+    return replace(RECIPES[name], **overrides)
+
+
+class Rollout:
+    """The last ``n`` steps of every lane; ``valid`` marks the steps a lane actually took."""
+
+    def __init__(self, n: int, lanes: int, obs_dim: int) -> None:
+        self.obs = torch.zeros(n, lanes, obs_dim)
+        self.next_obs = torch.zeros(n, lanes, obs_dim)
+        self.actions = torch.zeros(n, lanes, dtype=torch.long)
+        self.rewards = torch.zeros(n, lanes)
+        self.terminated = torch.zeros(n, lanes)
+        self.done = torch.zeros(n, lanes, dtype=torch.bool)
+        self.valid = torch.zeros(n, lanes)
+        self.t = 0
+
+    def add(self, obs, actions, rewards, next_obs, terminated, truncated, valid) -> None:
+        t = self.t
+        self.obs[t] = torch.from_numpy(obs)
+        self.actions[t] = torch.from_numpy(actions)
+        self.rewards[t] = torch.from_numpy(rewards)
+        self.next_obs[t] = torch.from_numpy(next_obs)
+        self.terminated[t] = torch.from_numpy(terminated)
+        self.done[t] = torch.from_numpy(terminated | truncated)
+        self.valid[t] = torch.from_numpy(valid)
+        self.t += 1
+
+    @property
+    def full(self) -> bool:
+        return self.t == self.obs.shape[0]
+
+    def keep(self, rows: torch.Tensor) -> None:
+        for name in ("obs", "next_obs", "actions", "rewards", "terminated", "done", "valid"):
+            setattr(self, name, getattr(self, name)[:, rows].clone())
+
+
+class A2CPopulation:
+    """Actor and critic per lane; acting, learning and distilling for all lanes in one call."""
+
+    def __init__(self, lane_seeds: Sequence[int], obs_dim: int, n_actions: int, config: A2CConfig) -> None:
+        self.config = config
+        gens = [torch.Generator().manual_seed(int(s)) for s in lane_seeds]
+        h = config.hidden
+        self.actor = StackedMLP(gens, (obs_dim, h, h, n_actions), config.activation, output_gain=0.01)
+        self.critic = StackedMLP(gens, (obs_dim, h, h, 1), config.activation, output_gain=1.0)
+        n = len(lane_seeds)
+        self.actor_opt = LaneAdam(lambda: self.actor.params, n, config.actor_lr)
+        self.critic_opt = LaneAdam(lambda: self.critic.params, n, config.critic_lr)
+        self.rollout = Rollout(config.n_steps, n, obs_dim)
+        self._rngs = [np.random.default_rng(int(s) ^ 0x5EED) for s in lane_seeds]
+        self._uniforms = np.empty((n, 0))
+        self._next_uniform = 0
+
+    @property
+    def lanes(self) -> int:
+        return self.actor.weights[0].shape[0]
+
+    def _draw_uniforms(self) -> np.ndarray:
+        """One uniform per lane from that lane's own generator, drawn in blocks for speed."""
+        if self._next_uniform >= self._uniforms.shape[1]:
+            self._uniforms = np.stack([rng.random(1024) for rng in self._rngs])
+            self._next_uniform = 0
+        self._next_uniform += 1
+        return self._uniforms[:, self._next_uniform - 1]
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sample an action per lane; also return the action probabilities used to act."""
+        probs = torch.softmax(self.actor(torch.from_numpy(obs).unsqueeze(1)).squeeze(1), -1).numpy()
+        cumulative = np.cumsum(probs, axis=1)
+        actions = (cumulative < self._draw_uniforms()[:, None]).sum(1)
+        return np.minimum(actions, probs.shape[1] - 1), probs
+
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated, valid) -> None:
+        """Store one step; learn when the rollout is full."""
+        if self.config.failure_reward is not None:
+            rewards = np.where(terminated, np.float32(self.config.failure_reward), rewards)
+        self.rollout.add(obs, actions, rewards, next_obs, terminated, truncated, valid)
+        if self.rollout.full:
+            self.learn()
+
+    def learn(self) -> None:
+        """One A2C update from the stored steps of every lane (a no-op for lanes with none)."""
+        r, cfg, T = self.rollout, self.config, self.rollout.t
+        if T == 0:
+            return
+        valid = r.valid[:T].T                                  # [L, T]
+        obs = r.obs[:T].transpose(0, 1)                        # [L, T, d]
+        logp = torch.log_softmax(self.actor(obs), -1)          # [L, T, A]
+        values = self.critic(obs).squeeze(-1)                  # [L, T]
+        with torch.no_grad():
+            next_v = self.critic(r.next_obs[:T].transpose(0, 1)).squeeze(-1)
+            returns = torch.empty_like(values)
+            ret = next_v[:, T - 1]
+            for t in reversed(range(T)):
+                boot = torch.where(r.done[t] | (t == T - 1), next_v[:, t], ret)
+                ret = r.rewards[t] + cfg.gamma * (1 - r.terminated[t]) * boot
+                returns[:, t] = ret
+        count = valid.sum(1).clamp(min=1)
+        advantage = (returns - values).detach()
+        chosen = logp.gather(-1, r.actions[:T].T.unsqueeze(-1)).squeeze(-1)
+        policy_loss = -(chosen * advantage * valid).sum(1) / count
+        value_loss = ((returns - values).pow(2) * valid).sum(1) / count
+        loss = policy_loss + cfg.value_coef * value_loss
+        if cfg.entropy_coef:
+            entropy = -(logp.exp() * logp).sum(-1)
+            loss = loss - cfg.entropy_coef * (entropy * valid).sum(1) / count
+        loss.sum().backward()
+        if cfg.max_grad_norm is not None:
+            clip_per_lane(self.actor.params + self.critic.params, cfg.max_grad_norm)
+        learned = valid.sum(1) > 0
+        self.actor_opt.step(learned)
+        self.critic_opt.step(learned)
+        r.t = 0
+
+    def distill(self, rows: Sequence[int], states: np.ndarray, target_probs: np.ndarray,
+                rng: np.random.Generator) -> float:
+        """Fit the actors of ``rows`` to a memory: minimise −Σ_a π_target(a|s) log π_θ(a|s).
+
+        ``distill_epochs`` passes in shuffled minibatches with the actor's optimizer; returns
+        the mean cross-entropy of the last pass.
+        """
+        rows_t = torch.as_tensor(list(rows), dtype=torch.long)
+        mask = torch.zeros(self.lanes, dtype=torch.bool)
+        mask[rows_t] = True
+        x_all, p_all = torch.as_tensor(states, dtype=torch.float32), torch.as_tensor(target_probs, dtype=torch.float32)
+        batch = self.config.distill_batch
+        for _ in range(self.config.distill_epochs):
+            losses = []
+            order = torch.from_numpy(rng.permutation(len(x_all)))
+            for start in range(0, len(order), batch):
+                idx = order[start:start + batch]
+                x = x_all[idx].expand(len(rows_t), -1, -1)
+                logp = torch.log_softmax(self.actor(x, rows_t), -1)
+                loss = -(p_all[idx] * logp).sum(-1).mean(-1)
+                loss.sum().backward()
+                self.actor_opt.step(mask)
+                losses.append(float(loss.mean()))
+        return float(np.mean(losses)) if losses else 0.0
+
+    @torch.no_grad()
+    def cross_entropy(self, rows: Sequence[int], states: np.ndarray, target_probs: np.ndarray) -> np.ndarray:
+        """Per-row mean cross-entropy of the actors to a memory (for tests and diagnostics)."""
+        rows_t = torch.as_tensor(list(rows), dtype=torch.long)
+        x = torch.as_tensor(states, dtype=torch.float32).expand(len(rows_t), -1, -1)
+        logp = torch.log_softmax(self.actor(x, rows_t), -1)
+        return (-(torch.as_tensor(target_probs, dtype=torch.float32) * logp).sum(-1).mean(-1)).numpy()
+
+    def actor_state(self, row: int) -> dict[str, np.ndarray]:
+        return {k: v.numpy() for k, v in self.actor.lane_state(row).items()}
+
+    def load_actor_state(self, row: int, state: dict[str, np.ndarray]) -> None:
+        self.actor.load_lane_state(row, state)
+
+    def critic_state(self, row: int) -> dict[str, np.ndarray]:
+        return {k: v.numpy() for k, v in self.critic.lane_state(row).items()}
+
+    def load_critic_state(self, row: int, state: dict[str, np.ndarray]) -> None:
+        self.critic.load_lane_state(row, state)
+
+    def keep(self, rows: Sequence[int]) -> None:
+        """Keep only ``rows`` (in that order); call between updates."""
+        self.learn()
+        rows_t = torch.as_tensor(list(rows), dtype=torch.long)
+        for part in (self.actor, self.critic, self.actor_opt, self.critic_opt, self.rollout):
+            part.keep(rows_t)
+        self._rngs = [self._rngs[i] for i in rows]
+        self._uniforms = self._uniforms[list(rows)]

@@ -1,0 +1,45 @@
+"""One RL experiment end to end: configs → batched runs → saved tables → summary and plots."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from tqdm import tqdm
+
+from frd.plots import plot_mission, plot_payload
+from frd.results import ResultStore, atomic_write_csv
+from frd.rl_runner import RLConfig, run_id, simulate
+from frd.summary import rl_summary
+
+
+def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True) -> pd.DataFrame:
+    """Run every method × seed not already in ``out_dir``; return the summary table.
+
+    Each run's rows are saved the moment it finishes, so an interrupted experiment resumes
+    where it stopped when the same command is run again.
+    """
+    config.validate()
+    store = ResultStore(out_dir, config, config.resume_key())
+    seeds = range(config.first_seed, config.first_seed + config.seeds)
+    done = store.finished()
+    todo = {m: [s for s in seeds if run_id(m, s) not in done] for m in config.methods}
+    total = len(config.methods) * config.seeds
+    with tqdm(total=total, initial=total - sum(map(len, todo.values())), desc="runs", unit="run",
+              disable=not progress) as bar:
+        for method, pending in todo.items():
+            bar.set_postfix_str(method)
+            simulate(config, method, pending, store.save_run, bar.update)
+    return report(store, config)
+
+
+def report(store: ResultStore, config: RLConfig) -> pd.DataFrame:
+    """Summary table and figures from what the folder holds for this config's methods."""
+    runs = store.read("runs")
+    runs = runs[runs["method"].isin(config.methods)]
+    episodes = store.read("episodes")
+    summary = rl_summary(runs)
+    atomic_write_csv(summary, store.path("summary"))
+    plot_mission(episodes[episodes["method"].isin(config.methods)], runs, store.out / "mission.png",
+                 config.window, config.target)
+    plot_payload(runs, store.out / "payload.png")
+    return summary

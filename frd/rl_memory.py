@@ -1,0 +1,33 @@
+"""Per-period experience memories: each lane's visited states and the action probabilities
+its actor had when it acted there [seed 001, PD step 1]."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class ExperienceMemory:
+    """A growable ``[lanes, capacity, ·]`` buffer with one write pointer per lane."""
+
+    def __init__(self, lanes: int, obs_dim: int, n_actions: int, capacity: int = 1024) -> None:
+        self.states = np.zeros((lanes, capacity, obs_dim), np.float32)
+        self.probs = np.zeros((lanes, capacity, n_actions), np.float32)
+        self.size = np.zeros(lanes, np.int64)
+
+    def add(self, lanes: np.ndarray, states: np.ndarray, probs: np.ndarray) -> None:
+        """Append one step for each of ``lanes`` (``states``/``probs`` indexed like them)."""
+        if len(lanes) == 0:
+            return
+        if self.size[lanes].max() >= self.states.shape[1]:
+            grow = self.states.shape[1]
+            self.states = np.concatenate([self.states, np.zeros_like(self.states[:, :grow])], axis=1)
+            self.probs = np.concatenate([self.probs, np.zeros_like(self.probs[:, :grow])], axis=1)
+        at = self.size[lanes]
+        self.states[lanes, at] = states
+        self.probs[lanes, at] = probs
+        self.size[lanes] += 1
+
+    def take(self, lane: int) -> tuple[np.ndarray, np.ndarray]:
+        """The lane's memory since the last take; the lane starts a new one."""
+        n = self.size[lane]
+        self.size[lane] = 0
+        return self.states[lane, :n].copy(), self.probs[lane, :n].copy()
