@@ -133,7 +133,8 @@ class WirelessChannel:
             n = min(SLOT_BLOCK, self.max_slots - used)
             g = self.rng.exponential(size=(todo.size, n)) if self.fading else np.ones((todo.size, n))
             snr = snr0 * g
-            carried = np.where(snr >= theta * (1 - BOUNDARY_RTOL), self.slot_s * band_hz * np.log2(1.0 + snr), 0.0).cumsum(axis=1)
+            capacity = self.slot_s * band_hz * np.log2(1.0 + snr)
+            carried = np.where(snr >= theta * (1 - BOUNDARY_RTOL), capacity, 0.0).cumsum(axis=1)
             through = carried >= left[todo, None] * (1 - BOUNDARY_RTOL)
             finished = through.any(axis=1)
             slots[todo[finished]] = used + through[finished].argmax(axis=1) + 1
@@ -155,7 +156,8 @@ WIRELESS_PRESETS: dict[str, dict[str, float]] = {
 def make_wireless(seed: int, preset: str = "asymmetric", **overrides) -> WirelessChannel:
     """A wireless channel from a preset, with any field overridden (``p_up_dbm=15``, ``fading=False``)."""
     if preset not in WIRELESS_PRESETS:
-        raise FrdError(f"unknown wireless preset {preset!r}; choose one of {', '.join(sorted(WIRELESS_PRESETS))}")
+        raise FrdError(f"unknown wireless preset {preset!r}; "
+                       f"choose one of {', '.join(sorted(WIRELESS_PRESETS))}")
     allowed = {f.name for f in fields(WirelessChannel) if f.init and f.name not in ("seed", "name")}
     unknown = sorted(set(overrides) - allowed)
     if unknown:
