@@ -127,9 +127,23 @@ class A2CPopulation:
 
     def learn(self) -> None:
         """One A2C update from the stored steps of every lane (a no-op for lanes with none)."""
-        r, cfg, T = self.rollout, self.config, self.rollout.t
-        if T == 0:
+        if self.rollout.t == 0:
             return
+        loss, learned = self.loss()
+        loss.sum().backward()
+        if self.config.max_grad_norm is not None:
+            clip_per_lane(self.actor.params + self.critic.params, self.config.max_grad_norm)
+        self.actor_opt.step(learned)
+        self.critic_opt.step(learned)
+        self.rollout.t = 0
+
+    def loss(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-lane A2C loss over the stored steps, and which lanes took any step.
+
+        n-step returns bootstrap from V(next state) at the end of the rollout and at a
+        truncation, and not past a termination; each lane averages over its own valid steps.
+        """
+        r, cfg, T = self.rollout, self.config, self.rollout.t
         valid = r.valid[:T].T                                  # [L, T]
         obs = r.obs[:T].transpose(0, 1)                        # [L, T, d]
         logp = torch.log_softmax(self.actor(obs), -1)          # [L, T, A]
@@ -145,19 +159,10 @@ class A2CPopulation:
         count = valid.sum(1).clamp(min=1)
         advantage = (returns - values).detach()
         chosen = logp.gather(-1, r.actions[:T].T.unsqueeze(-1)).squeeze(-1)
-        policy_loss = -(chosen * advantage * valid).sum(1) / count
-        value_loss = ((returns - values).pow(2) * valid).sum(1) / count
-        loss = policy_loss + cfg.value_coef * value_loss
+        loss = (-(chosen * advantage * valid).sum(1) + cfg.value_coef * ((returns - values).pow(2) * valid).sum(1))
         if cfg.entropy_coef:
-            entropy = -(logp.exp() * logp).sum(-1)
-            loss = loss - cfg.entropy_coef * (entropy * valid).sum(1) / count
-        loss.sum().backward()
-        if cfg.max_grad_norm is not None:
-            clip_per_lane(self.actor.params + self.critic.params, cfg.max_grad_norm)
-        learned = valid.sum(1) > 0
-        self.actor_opt.step(learned)
-        self.critic_opt.step(learned)
-        r.t = 0
+            loss = loss + cfg.entropy_coef * ((logp.exp() * logp).sum(-1) * valid).sum(1)
+        return loss / count, valid.sum(1) > 0
 
     def distill(self, rows: Sequence[int], states: np.ndarray, target_probs: np.ndarray,
                 rng: np.random.Generator) -> float:
@@ -181,7 +186,7 @@ class A2CPopulation:
                 loss = -(p_all[idx] * logp).sum(-1).mean(-1)
                 loss.sum().backward()
                 self.actor_opt.step(mask)
-                losses.append(float(loss.mean()))
+                losses.append(float(loss.detach().mean()))
         return float(np.mean(losses)) if losses else 0.0
 
     @torch.no_grad()

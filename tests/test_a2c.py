@@ -1,0 +1,128 @@
+"""The stacked population must behave exactly like separate per-lane agents."""
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from agents.a2c import A2CPopulation, recipe
+from agents.stacked import LaneAdam, clip_per_lane
+
+
+def _modules(stacked, lane: int) -> nn.Sequential:
+    """Separate nn.Module copy of one lane of a StackedMLP."""
+    layers = []
+    for i, (w, b) in enumerate(zip(stacked.weights, stacked.biases)):
+        lin = nn.Linear(w.shape[1], w.shape[2])
+        with torch.no_grad():
+            lin.weight.copy_(w[lane].T)
+            lin.bias.copy_(b[lane, 0])
+        layers += [lin, nn.Tanh()] if i < len(stacked.weights) - 1 else [lin]
+    return nn.Sequential(*layers)
+
+
+def _fill_rollout(pop: A2CPopulation, T: int, seed: int = 0, valid_share: float = 0.8) -> None:
+    rng = np.random.default_rng(seed)
+    L = pop.lanes
+    for t in range(T):
+        term = rng.random(L) < 0.2
+        trunc = (~term) & (rng.random(L) < 0.2)
+        valid = (rng.random(L) < valid_share).astype(np.float32)
+        pop.rollout.add(rng.normal(size=(L, 4)).astype(np.float32), rng.integers(0, 2, L),
+                        rng.random(L).astype(np.float32), rng.normal(size=(L, 4)).astype(np.float32),
+                        term, trunc, valid)
+
+
+def _reference_loss(actor: nn.Module, critic: nn.Module, r, lane: int, gamma: float, vc: float) -> torch.Tensor:
+    """Plain per-lane n-step A2C loss, written step by step."""
+    T = r.t
+    total, count = 0.0, 0.0
+    for t in range(T):
+        if not r.valid[t, lane]:
+            continue
+        ret, k = 0.0, t
+        discount = 1.0
+        while True:  # accumulate rewards until a done or the rollout end, then bootstrap
+            ret = ret + discount * float(r.rewards[k, lane])
+            if r.terminated[k, lane]:
+                break
+            if r.done[k, lane] or k == T - 1:
+                with torch.no_grad():
+                    ret = ret + discount * gamma * float(critic(r.next_obs[k, lane]))
+                break
+            discount *= gamma
+            k += 1
+        v = critic(r.obs[t, lane]).squeeze()
+        logp = torch.log_softmax(actor(r.obs[t, lane]), -1)[r.actions[t, lane]]
+        total = total - logp * (ret - v.detach()) + vc * (ret - v) ** 2
+        count += 1
+    return total / max(count, 1)
+
+
+def test_stacked_gradients_equal_separate_modules():
+    cfg = recipe("nstep", hidden=8)
+    pop = A2CPopulation([11, 12, 13], 4, 2, cfg)
+    _fill_rollout(pop, T=6)
+    loss, _ = pop.loss()
+    loss.sum().backward()
+    for lane in range(3):
+        actor, critic = _modules(pop.actor, lane), _modules(pop.critic, lane)
+        _reference_loss(actor, critic, pop.rollout, lane, cfg.gamma, cfg.value_coef).backward()
+        for stacked, module in ((pop.actor, actor), (pop.critic, critic)):
+            linears = [m for m in module if isinstance(m, nn.Linear)]
+            for w, b, lin in zip(stacked.weights, stacked.biases, linears):
+                torch.testing.assert_close(w.grad[lane], lin.weight.grad.T, rtol=1e-4, atol=1e-6)
+                torch.testing.assert_close(b.grad[lane, 0], lin.bias.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_lane_adam_matches_torch_adam_and_leaves_masked_lanes_alone():
+    torch.manual_seed(0)
+    p = torch.randn(2, 3, 3, requires_grad=True)
+    ref = p[0].detach().clone().requires_grad_()
+    opt, ref_opt = LaneAdam(lambda: [p], 2, lr=0.01), torch.optim.Adam([ref], lr=0.01, eps=1e-8)
+    frozen = p[1].detach().clone()
+    for _ in range(5):
+        g = torch.randn(3, 3)
+        p.grad = torch.stack([g, torch.randn(3, 3)])
+        opt.step(torch.tensor([True, False]))
+        ref.grad = g.clone()
+        ref_opt.step()
+    torch.testing.assert_close(p[0].detach(), ref.detach(), rtol=1e-5, atol=1e-7)
+    assert torch.equal(p[1].detach(), frozen)  # no momentum leak into a lane that sat out
+
+
+def test_gradient_clip_is_per_lane():
+    a = torch.zeros(2, 2, 2, requires_grad=True)
+    a.grad = torch.tensor([[[3.0, 4.0], [0.0, 0.0]], [[0.03, 0.04], [0.0, 0.0]]])
+    clip_per_lane([a], max_norm=0.5)
+    norms = a.grad.flatten(1).norm(dim=1)
+    torch.testing.assert_close(norms, torch.tensor([0.5, 0.05]))  # only the big lane is scaled
+
+
+def test_distill_lowers_cross_entropy_to_target():
+    pop = A2CPopulation([1, 2, 3], 4, 2, recipe("nstep", hidden=16))
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(256, 4)).astype(np.float32)
+    target = np.where(states[:, :1] > 0, [[0.9, 0.1]], [[0.1, 0.9]]).astype(np.float32)
+    before = pop.cross_entropy([0, 2], states, target)
+    untouched = pop.cross_entropy([1], states, target)
+    for _ in range(20):
+        pop.distill([0, 2], states, target, rng)
+    after = pop.cross_entropy([0, 2], states, target)
+    assert np.all(after < before - 0.1)
+    np.testing.assert_allclose(pop.cross_entropy([1], states, target), untouched)  # lane 1 not distilled
+
+
+def test_act_returns_valid_actions_and_probabilities():
+    pop = A2CPopulation([5, 6], 4, 3, recipe("nstep", hidden=8))
+    actions, probs = pop.act(np.zeros((2, 4), np.float32))
+    assert actions.shape == (2,) and set(actions) <= {0, 1, 2}
+    np.testing.assert_allclose(probs.sum(1), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["nstep", "rlcode"])
+def test_recipes_take_a_learning_step(name):
+    pop = A2CPopulation([1, 2], 4, 2, recipe(name, hidden=8))
+    before = pop.actor.weights[0].detach().clone()
+    _fill_rollout(pop, T=pop.config.n_steps, valid_share=1.0)
+    pop.learn()
+    assert pop.rollout.t == 0 and not torch.equal(before, pop.actor.weights[0].detach())

@@ -1,0 +1,47 @@
+"""Bad input gets one clear line and exit code 2, never a traceback; good input a table."""
+import pytest
+
+from frd.cli import main
+
+OUT = ["--out"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["rl", "--method", "dqn"], "unknown RL method 'dqn'"),
+    (["rl", "--agents", "0"], "--agents must be at least 1"),
+    (["rl", "--agents", "-3"], "--agents must be at least 1"),
+    (["rl", "--seeds", "0"], "--seeds must be at least 1"),
+    (["rl", "--env", "NoSuchEnv-v9"], "unknown gymnasium env 'NoSuchEnv-v9'"),
+    (["rl", "--env", "Pendulum-v1"], "Discrete action space"),
+    (["rl", "--env", "FrozenLake-v1"], "Box observation space"),
+    (["rl", "--codec", "zip"], "unknown codec 'zip'"),
+    (["rl", "--recipe", "ppo"], "unknown A2C recipe 'ppo'"),
+    (["rl", "--channel", "carrier-pigeon"], "unknown channel 'carrier-pigeon'"),
+    (["compare", "--methods", "frd,magic"], "unknown RL method 'magic'"),
+    (["rl", "--method", "frd", "--env", "MountainCar-v0", "--grid", "0"], "--grid must be at least 1"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
+    assert main(args + OUT + [str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_argparse_errors_are_one_line_too(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["rl", "--agents", "two", "--out", "x"])
+    assert exit_.value.code == 2 and "invalid int value" in capsys.readouterr().err
+
+
+def test_out_folder_of_another_experiment_is_refused(tmp_path, capsys):
+    base = ["rl", "--seeds", "1", "--max-episodes", "3", "--hidden", "8", "--no-progress", "--out", str(tmp_path)]
+    assert main(base) == 0
+    assert main(base[:-2] + ["--hidden", "16", "--out", str(tmp_path)]) == 2
+    assert "different experiment" in capsys.readouterr().err
+
+
+def test_compare_prints_a_table_per_method(tmp_path, capsys):
+    assert main(["compare", "--methods", "frd,independent", "--seeds", "2", "--max-episodes", "5",
+                 "--period", "2", "--hidden", "8", "--no-progress", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "== frd (2 agents, 2 runs) ==" in out and "== independent (2 agents, 2 runs) ==" in out
+    assert "bits up/round" in out

@@ -1,0 +1,29 @@
+"""The mission rule [seed 001]: mean of the latest 10 episodes first reaching 490."""
+from frd.mission import MissionWindow, first_completion, mission_episode
+
+
+def test_fewer_than_window_episodes_never_complete():
+    assert mission_episode([500.0] * 9) is None
+
+
+def test_exactly_490_completes():
+    assert mission_episode([490.0] * 10) == 10
+
+
+def test_just_below_490_does_not():
+    assert mission_episode([490.0] * 9 + [489.9]) is None
+
+
+def test_average_over_latest_ten_only():
+    scores = [10.0] * 5 + [500.0] * 9 + [410.0]  # latest ten: 9×500 + 410 = 4910 → 491
+    assert mission_episode(scores) == 15
+
+
+def test_window_forgets_old_episodes():
+    w = MissionWindow(target=490, window=3)
+    assert [w.add(s) for s in (500, 500, 400, 500, 500, 500)] == [False, False, False, False, False, True]
+
+
+def test_first_completion_takes_the_earliest_agent():
+    assert first_completion([[490.0] * 30, [100.0] * 5 + [500.0] * 10]) == 10
+    assert first_completion([[1.0] * 30, [2.0] * 30]) is None

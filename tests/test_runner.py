@@ -1,0 +1,109 @@
+"""The RL runner: barrier, cap, lane independence, reproducibility and resume (tiny budgets)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import frd.rl_experiment as experiment
+import frd.rl_runner as runner
+from frd.rl_methods import get_method
+from frd.rl_runner import RLBatch, RLConfig, simulate
+
+TINY = dict(agents=2, seeds=1, max_episodes=12, period=4, hidden=16)
+
+
+def _collect(config, method, seeds):
+    tables = []
+    simulate(config, method, seeds, tables.append)
+    return {name: pd.concat([t[name] for t in tables], ignore_index=True) for name in tables[0]}
+
+
+def test_barrier_no_round_before_every_agent_finished_its_period(monkeypatch):
+    config = RLConfig(methods=("frl",), agents=3, max_episodes=13, period=4, hidden=16)
+    batch = RLBatch(config, get_method("frl"), [7])
+    seen = []
+    real = runner.run_round
+
+    def spy(exchange, agents, **kw):
+        seen.append(batch.episode[batch.runs[0].lanes].tolist())
+        return real(exchange, agents, **kw)
+
+    monkeypatch.setattr(runner, "run_round", spy)
+    batch.run(lambda tables: None)
+    assert seen == [[4, 4, 4], [8, 8, 8], [12, 12, 12]]  # capped at 13 episodes: no 4th round
+
+
+def test_cap_reports_not_completed_with_all_episodes():
+    tables = _collect(RLConfig(target=1e9, **TINY), "pd", [0])
+    run = tables["runs"].iloc[0]
+    assert not run["completed"] and run["mission_episodes"] == 12 and run["rounds"] == 2
+    assert tables["episodes"].groupby("agent")["episode"].max().tolist() == [12, 12]
+    assert run["mission_env_steps"] == tables["episodes"].groupby("agent")["env_steps"].max().sum()
+    ledger = tables["ledger"]
+    assert run["bits_up"] == ledger.loc[ledger.direction == "up", "bits"].sum() > 0
+
+
+def test_a_runs_results_do_not_depend_on_the_other_runs_in_the_batch():
+    config = RLConfig(target=60, **{**TINY, "max_episodes": 30})
+    for method in ("independent", "frd"):
+        alone = _collect(config, method, [3])["episodes"]
+        batched = _collect(config, method, [1, 3, 4])["episodes"]
+        pd.testing.assert_frame_equal(alone, batched[batched.seed == 3].reset_index(drop=True))
+
+
+def test_same_seed_gives_identical_episodes_csv(tmp_path):
+    config = RLConfig(methods=("frd", "independent"), **TINY)
+    experiment.run_experiment(config, tmp_path / "a", progress=False)
+    experiment.run_experiment(config, tmp_path / "b", progress=False)
+    assert (tmp_path / "a" / "episodes.csv").read_bytes() == (tmp_path / "b" / "episodes.csv").read_bytes()
+    assert (tmp_path / "a" / "ledger.csv").read_bytes() == (tmp_path / "b" / "ledger.csv").read_bytes()
+    assert (tmp_path / "a" / "mission.png").exists() and (tmp_path / "a" / "payload.png").exists()
+
+
+def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkeypatch):
+    config = RLConfig(methods=("independent", "pd"), **{**TINY, "seeds": 3})
+    experiment.run_experiment(config, tmp_path / "full", progress=False)
+
+    real = experiment.simulate
+
+    def interrupted(config, method, seeds, on_finished, on_progress):
+        if method == "pd":  # the independent runs are saved, then Ctrl-C during pd
+            def save_then_stop(tables):
+                on_finished(tables)
+                raise KeyboardInterrupt
+            return real(config, method, seeds, save_then_stop, on_progress)
+        return real(config, method, seeds, on_finished, on_progress)
+
+    monkeypatch.setattr(experiment, "simulate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_experiment(config, tmp_path / "resumed", progress=False)
+    saved = pd.read_csv(tmp_path / "resumed" / "runs.csv")
+    assert sorted(saved["method"]) == ["independent"] * 3 + ["pd"]
+    missing = sorted({0, 1, 2} - set(saved.loc[saved.method == "pd", "seed"]))
+
+    ran = []
+    monkeypatch.setattr(experiment, "simulate", lambda c, m, seeds, *a: (ran.append((m, seeds)), real(c, m, seeds, *a)))
+    experiment.run_experiment(config, tmp_path / "resumed", progress=False)
+    assert ran == [("independent", []), ("pd", missing)] and len(missing) == 2
+    full, resumed = (pd.read_csv(tmp_path / d / "episodes.csv").sort_values(["run_id", "agent", "episode"])
+                     .reset_index(drop=True) for d in ("full", "resumed"))
+    pd.testing.assert_frame_equal(full, resumed)
+
+
+def test_partial_rows_of_an_unfinished_run_are_dropped(tmp_path):
+    config = RLConfig(methods=("independent",), **TINY)
+    experiment.run_experiment(config, tmp_path, progress=False)
+    episodes = pd.read_csv(tmp_path / "episodes.csv")
+    orphan = episodes.iloc[:3].assign(run_id="independent-seed99")
+    pd.concat([episodes, orphan]).to_csv(tmp_path / "episodes.csv", index=False)
+    experiment.run_experiment(config, tmp_path, progress=False)
+    assert "independent-seed99" not in set(pd.read_csv(tmp_path / "episodes.csv")["run_id"])
+
+
+def test_generic_env_path_runs_acrobot_lanes():
+    """Acrobot (finite observation bounds, 3 actions) runs on the one-instance-per-lane path."""
+    config = RLConfig(env_id="Acrobot-v1", agents=2, max_episodes=2, period=1, hidden=8, grid=3, target=1e9)
+    tables = _collect(config, "frd", [0])
+    run = tables["runs"].iloc[0]
+    assert not run["completed"] and run["rounds"] == 1 and run["mission_episodes"] == 2
+    up = tables["ledger"].query("direction == 'up'")
+    assert (up["bits"] == up["entries"] * (6 + 3) * 32).all()  # d = 6, |A| = 3, paper codec
