@@ -1,0 +1,103 @@
+"""Partitions: exact label counts, the Dirichlet minimum-size rule, disjointness, clear errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from classification import partitions
+from classification.partitions import PartitionSpec, dirichlet, iid, mix2fld
+from frd.errors import FrdError
+
+LABELS = np.repeat(np.arange(10), 700)  # a pool of 7,000: 700 per label
+
+
+def label_counts(parts):
+    return np.stack([np.bincount(LABELS[p], minlength=10) for p in parts])
+
+
+def assert_disjoint(parts):
+    everything = np.concatenate(parts)
+    assert len(np.unique(everything)) == len(everything)
+
+
+def test_mix2fld_paper_split_two_labels_of_two_eight_of_sixty_two():
+    parts = mix2fld(LABELS, 10, 500, np.random.default_rng(0))
+    counts = label_counts(parts)
+    assert (counts.sum(1) == 500).all()
+    for row in counts:
+        assert sorted(row.tolist()) == [2, 2] + [62] * 8
+    minority = {tuple(np.flatnonzero(row == 2)) for row in counts}
+    assert len(minority) > 1, "the two minority labels are drawn per device"
+    assert_disjoint(parts)
+
+
+def test_mix2fld_default_size_is_the_paper_500_when_the_pool_allows():
+    assert [p.size for p in mix2fld(LABELS, 10, None, np.random.default_rng(1))] == [500] * 10
+
+
+def test_iid_gives_every_device_the_same_count_per_label():
+    counts = label_counts(iid(LABELS, 10, 500, np.random.default_rng(0)))
+    assert (counts == 50).all()
+
+
+def test_iid_remainder_goes_to_distinct_labels():
+    counts = label_counts(iid(LABELS, 4, 23, np.random.default_rng(0)))
+    assert (counts.sum(1) == 23).all() and set(counts.ravel().tolist()) == {2, 3}
+    assert ((counts == 3).sum(1) == 3).all()
+
+
+def test_same_seed_same_partition_other_seed_other_partition():
+    a = mix2fld(LABELS, 10, 500, np.random.default_rng(5))
+    b = mix2fld(LABELS, 10, 500, np.random.default_rng(5))
+    c = mix2fld(LABELS, 10, 500, np.random.default_rng(6))
+    assert all((x == y).all() for x, y in zip(a, b))
+    assert any((x != y).any() for x, y in zip(a, c))
+
+
+def test_dirichlet_redraws_until_every_device_has_the_minimum():
+    labels = np.repeat(np.arange(10), 30)  # 300 samples, 10 devices, strong skew
+    parts = dirichlet(labels, 10, 30, np.random.default_rng(0), PartitionSpec(alpha=0.1, min_samples=10))
+    sizes = [p.size for p in parts]
+    assert min(sizes) >= 10 and sum(sizes) == 300
+    assert len(set(sizes)) > 1, "α = 0.1 gives unequal devices"
+    assert_disjoint(parts)
+
+
+def test_dirichlet_first_draw_would_have_broken_the_rule(monkeypatch):
+    """Count the draws: with this seed the rule forces at least one redraw."""
+    labels = np.repeat(np.arange(10), 30)
+    sizes_per_draw = []
+    original = partitions._dirichlet_draw
+
+    def counting(*args):
+        parts = original(*args)
+        sizes_per_draw.append(min(p.size for p in parts))
+        return parts
+
+    monkeypatch.setattr(partitions, "_dirichlet_draw", counting)
+    dirichlet(labels, 10, 30, np.random.default_rng(0), PartitionSpec(alpha=0.1, min_samples=10))
+    assert len(sizes_per_draw) > 1 and sizes_per_draw[0] < 10 and sizes_per_draw[-1] >= 10
+
+
+def test_dirichlet_gives_up_with_a_clear_error(monkeypatch):
+    monkeypatch.setattr(partitions, "MAX_DIRICHLET_DRAWS", 1)
+    with pytest.raises(FrdError, match="no Dirichlet.*raise --alpha"):
+        dirichlet(np.repeat(np.arange(10), 30), 10, 30, np.random.default_rng(0),
+                  PartitionSpec(alpha=0.1, min_samples=10))
+
+
+@pytest.mark.parametrize("alpha", [0.0, -1.0])
+def test_dirichlet_alpha_must_be_positive(alpha):
+    with pytest.raises(FrdError, match="alpha must be > 0"):
+        dirichlet(LABELS, 10, 100, np.random.default_rng(0), PartitionSpec(alpha=alpha))
+
+
+@pytest.mark.parametrize("split", [iid, mix2fld, dirichlet])
+def test_more_devices_than_samples_is_a_clear_error(split):
+    with pytest.raises(FrdError, match="lower --devices"):
+        split(LABELS, 8000, None, np.random.default_rng(0))
+
+
+def test_asking_more_of_a_label_than_the_pool_has_names_the_label():
+    with pytest.raises(FrdError, match="needs 800 samples of label"):
+        iid(LABELS, 10, 800, np.random.default_rng(0))
