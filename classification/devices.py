@@ -1,0 +1,91 @@
+"""All devices of a run as one batched model: weights stacked on a leading device axis.
+
+Like the RL lanes, the devices step together: one vmapped forward pass, one backward pass.
+The summed loss has no cross-device terms, so each device gets exactly its own gradient and
+plain SGD on the stack equals independent per-device SGD (tested). Measured here with one
+thread, 10 devices × batch 32: digits MLP 0.9 ms per step vs 3.7 ms for a per-device loop;
+MNIST CNN 85 ms vs 98 ms.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+from torch.nn.utils import vector_to_parameters
+
+
+class DeviceStack:
+    """``devices`` copies of ``template``'s architecture, all starting from its weights."""
+
+    def __init__(self, template: nn.Module, devices: int) -> None:
+        self.template = template
+        self.names = [name for name, _ in template.named_parameters()]
+        self.params = [p.detach().unsqueeze(0).repeat(devices, *([1] * p.dim())).requires_grad_()
+                       for p in template.parameters()]
+        self._forward = vmap(self._forward_one)
+
+    def _forward_one(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return functional_call(self.template, dict(zip(self.names, params)), (x,))
+
+    @property
+    def devices(self) -> int:
+        return self.params[0].shape[0]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits [devices, batch, classes] of inputs [devices, batch, ...]: device d sees x[d]."""
+        return self._forward(self.params, x)
+
+    def sgd_step(self, loss: torch.Tensor, lr: float) -> None:
+        """One plain SGD step of every device on ``loss`` (a sum of per-device losses)."""
+        grads = torch.autograd.grad(loss, self.params)
+        with torch.no_grad():
+            for p, g in zip(self.params, grads):
+                p.sub_(g, alpha=lr)
+
+    def flat(self, device: int) -> np.ndarray:
+        """Device ``device``'s weights as one float32 vector, in ``parameters()`` order (the order of
+        ``torch.nn.utils.parameters_to_vector`` on a standalone model)."""
+        return torch.cat([p[device].detach().reshape(-1) for p in self.params]).numpy().copy()
+
+    def load_flat(self, device: int, vector: np.ndarray) -> None:
+        """Overwrite device ``device``'s weights with ``vector`` (as produced by ``flat``)."""
+        values = torch.as_tensor(np.asarray(vector, dtype=np.float32))
+        with torch.no_grad():
+            start = 0
+            for p in self.params:
+                size = p[device].numel()
+                p[device].copy_(values[start:start + size].view_as(p[device]))
+                start += size
+
+    def module(self, device: int) -> nn.Module:
+        """A standalone copy of device ``device``'s model (for evaluation or per-device work)."""
+        model = copy.deepcopy(self.template)
+        vector_to_parameters(torch.from_numpy(self.flat(device)), model.parameters())
+        return model
+
+
+class BatchStream:
+    """Each device walks through its own data in freshly shuffled epochs, with its own RNG."""
+
+    def __init__(self, parts: list[np.ndarray], seeds: list[int]) -> None:
+        self.parts = parts
+        self.rngs = [np.random.default_rng(s) for s in seeds]
+        self.buffers = [np.empty(0, dtype=np.int64) for _ in parts]
+
+    def take(self, iterations: int, batch: int) -> np.ndarray:
+        """Pool indices [iterations, devices, batch] for the next ``iterations`` local steps."""
+        need = iterations * batch
+        out = []
+        for d, (part, rng) in enumerate(zip(self.parts, self.rngs)):
+            chunks = [self.buffers[d]]
+            have = chunks[0].size
+            while have < need:
+                chunks.append(rng.permutation(part))
+                have += part.size
+            stream = np.concatenate(chunks)
+            out.append(stream[:need])
+            self.buffers[d] = stream[need:]
+        return np.stack(out).reshape(len(self.parts), iterations, batch).transpose(1, 0, 2)
