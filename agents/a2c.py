@@ -89,12 +89,11 @@ class A2CPopulation:
         h = config.hidden
         self.actor = StackedMLP(gens, (obs_dim, h, h, n_actions), config.activation, output_gain=0.01)
         self.critic = StackedMLP(gens, (obs_dim, h, h, 1), config.activation, output_gain=1.0)
-        n = len(lane_seeds)
-        self.actor_opt = LaneAdam(lambda: self.actor.params, n, config.actor_lr)
-        self.critic_opt = LaneAdam(lambda: self.critic.params, n, config.critic_lr)
-        self.rollout = Rollout(config.n_steps, n, obs_dim)
+        self.actor_opt = LaneAdam(self.actor, config.actor_lr)
+        self.critic_opt = LaneAdam(self.critic, config.critic_lr)
+        self.rollout = Rollout(config.n_steps, len(lane_seeds), obs_dim)
         self._rngs = [np.random.default_rng(int(s) ^ 0x5EED) for s in lane_seeds]
-        self._uniforms = np.empty((n, 0))
+        self._uniforms = np.empty((len(lane_seeds), 0))
         self._next_uniform = 0
 
     @property
@@ -132,7 +131,7 @@ class A2CPopulation:
         loss, learned = self.loss()
         loss.sum().backward()
         if self.config.max_grad_norm is not None:
-            clip_per_lane(self.actor.params + self.critic.params, self.config.max_grad_norm)
+            clip_per_lane([self.actor, self.critic], self.config.max_grad_norm)
         self.actor_opt.step(learned)
         self.critic_opt.step(learned)
         self.rollout.t = 0

@@ -1,7 +1,10 @@
 """Per-lane networks and optimizer: one set of weights per lane, stacked on a leading axis.
 
-A forward pass for all lanes is one ``baddbmm`` per layer. Each layer keeps its own leaf
-tensors (slicing views out of one flat buffer made autograd zero-fill every layer's gradient).
+A forward pass for all lanes is one ``baddbmm`` per layer. Each network keeps its parameters
+in one ``[L, N]`` buffer and its gradients in another; every layer is a leaf *view* of the
+first whose ``.grad`` is preset to a view of the second. Autograd then accumulates straight
+into the flat gradient (slicing views out of one flat *leaf* instead made it zero-fill every
+layer's gradient), and the optimizer and the clip work on two big tensors, not many small ones.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
 
 
 class StackedMLP:
-    """``sizes[0] → … → sizes[-1]`` MLP per lane; weights ``[L, in, out]``, biases ``[L, 1, out]``.
+    """``sizes[0] → … → sizes[-1]`` MLP per lane; layer weights ``[L, in, out]``, biases ``[L, 1, out]``.
 
     Initialised per lane from the lane's own generator (orthogonal, as Stable-Baselines3), so a
     lane's starting weights do not depend on which other lanes share the stack.
@@ -22,19 +25,30 @@ class StackedMLP:
     def __init__(self, generators: Sequence[torch.Generator], sizes: Sequence[int],
                  activation: str, output_gain: float) -> None:
         self.activation = ACTIVATIONS[activation]
-        self.weights: list[torch.Tensor] = []
-        self.biases: list[torch.Tensor] = []
-        for layer, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
-            gain = output_gain if layer == len(sizes) - 2 else 2 ** 0.5
-            w = torch.empty(len(generators), fan_out, fan_in)
-            for lane, gen in enumerate(generators):
-                torch.nn.init.orthogonal_(w[lane], gain=gain, generator=gen)
-            self.weights.append(w.transpose(1, 2).contiguous().requires_grad_())
-            self.biases.append(torch.zeros(len(generators), 1, fan_out, requires_grad=True))
+        self.shapes = [((fan_in, fan_out), (1, fan_out)) for fan_in, fan_out in zip(sizes[:-1], sizes[1:])]
+        width = sum(i * o + o for (i, o), _ in self.shapes)
+        self.data = torch.zeros(len(generators), width)
+        self._bind()
+        for layer, w in enumerate(self.weights):
+            gain = output_gain if layer == len(self.weights) - 1 else 2 ** 0.5
+            init = torch.empty(w.shape[2], w.shape[1])
+            with torch.no_grad():
+                for lane, gen in enumerate(generators):
+                    w[lane].copy_(torch.nn.init.orthogonal_(init, gain=gain, generator=gen).T)
 
-    @property
-    def params(self) -> list[torch.Tensor]:
-        return [p for pair in zip(self.weights, self.biases) for p in pair]
+    def _bind(self) -> None:
+        """(Re)create the per-layer leaf views of ``data`` and their gradient views of ``grad``."""
+        L = self.data.shape[0]
+        self.grad = torch.zeros_like(self.data)
+        self.weights, self.biases = [], []
+        at = 0
+        for wshape, bshape in self.shapes:
+            for shape, out in ((wshape, self.weights), (bshape, self.biases)):
+                n = shape[0] * shape[1]
+                p = self.data[:, at:at + n].view(L, *shape).requires_grad_()
+                p.grad = self.grad[:, at:at + n].view(L, *shape)
+                out.append(p)
+                at += n
 
     def __call__(self, x: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """``x``: [L, B, in] (or [len(rows), B, in] when only ``rows`` lanes are evaluated)."""
@@ -59,51 +73,50 @@ class StackedMLP:
 
     def keep(self, rows: torch.Tensor) -> None:
         """Drop every lane not in ``rows`` (retired runs stop costing compute)."""
-        self.weights = [w.detach()[rows].clone().requires_grad_() for w in self.weights]
-        self.biases = [b.detach()[rows].clone().requires_grad_() for b in self.biases]
+        self.data = self.data[rows].clone()
+        self._bind()
 
 
 class LaneAdam:
-    """Adam whose moments and step counts are per lane, and which moves only the lanes told to.
+    """torch's fused Adam with one parameter per lane: a row view of the network's flat buffer.
 
-    ``torch.optim.Adam`` over stacked weights would keep moving a lane that sits out an update
-    (waiting at a barrier, say) through its momentum; here such a lane is left exactly as it is.
+    A lane that sits out an update (waiting at a barrier, say) gets no gradient, so Adam skips
+    it entirely: no momentum step, no step count. ``torch.optim.Adam`` over the stacked tensors
+    would instead keep moving such a lane through its momentum.
     """
 
-    def __init__(self, params_fn, lanes: int, lr: float, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8) -> None:
-        self.params_fn = params_fn  # re-read each step: ``keep`` replaces the leaf tensors
-        self.lr, (self.b1, self.b2), self.eps = lr, betas, eps
-        self.m = [torch.zeros_like(p) for p in params_fn()]
-        self.v = [torch.zeros_like(p) for p in params_fn()]
-        self.steps = torch.zeros(lanes)
+    def __init__(self, net: StackedMLP, lr: float) -> None:
+        self.net, self.lr = net, lr
+        self._rows, self._mask = self._make_optimizer()
 
-    @torch.no_grad()
+    def _make_optimizer(self) -> tuple[list[torch.Tensor], list[bool] | None]:
+        rows = [self.net.data[lane] for lane in range(self.net.data.shape[0])]
+        self.opt = torch.optim.Adam(rows, lr=self.lr, fused=True)
+        return rows, None
+
     def step(self, mask: torch.Tensor) -> None:
         """One Adam step for the lanes where ``mask`` is true; gradients are then cleared."""
-        self.steps += mask
-        shape = (-1, 1, 1)
-        on = mask.to(torch.float32).view(shape)
-        bias1 = 1 - self.b1 ** self.steps.clamp(min=1).view(shape)
-        bias2 = 1 - self.b2 ** self.steps.clamp(min=1).view(shape)
-        for p, m, v in zip(self.params_fn(), self.m, self.v):
-            g = p.grad
-            m.add_((g - m) * (on * (1 - self.b1)))
-            v.add_((g * g - v) * (on * (1 - self.b2)))
-            denom = (v / bias2 + 1e-30).sqrt_().add_(self.eps)  # +tiny: sqrt(0) is slow on CPU
-            p.addcdiv_(m * (on * self.lr / bias1), denom, value=-1.0)
-            p.grad = None
+        flags = mask.tolist()
+        if flags != self._mask:  # rebinding 256 gradients costs more than the step itself
+            for lane, (row, on) in enumerate(zip(self._rows, flags)):
+                row.grad = self.net.grad[lane] if on else None
+            self._mask = flags
+        self.opt.step()
+        self.net.grad.zero_()
 
     def keep(self, rows: torch.Tensor) -> None:
-        self.m = [m[rows].clone() for m in self.m]
-        self.v = [v[rows].clone() for v in self.v]
-        self.steps = self.steps[rows].clone()
+        """Follow ``StackedMLP.keep``: the kept lanes carry their Adam state along."""
+        old_rows, old_state = self._rows, self.opt.state
+        self._rows, self._mask = self._make_optimizer()
+        for new, old in zip(self._rows, rows.tolist()):
+            if old_rows[old] in old_state:
+                self.opt.state[new] = {k: v.clone() for k, v in old_state[old_rows[old]].items()}
 
 
-def clip_per_lane(params: Sequence[torch.Tensor], max_norm: float) -> None:
-    """Scale each lane's gradient (over all ``params`` jointly) to norm ≤ ``max_norm``."""
+def clip_per_lane(nets: Sequence[StackedMLP], max_norm: float) -> None:
+    """Scale each lane's gradient (over all ``nets`` jointly) to norm ≤ ``max_norm``."""
     with torch.no_grad():
-        sq = sum(p.grad.pow(2).flatten(1).sum(1) for p in params)
-        scale = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0).view(-1, 1, 1)
-        for p in params:
-            p.grad.mul_(scale)
+        norm = sum(net.grad.pow(2).sum(1, keepdim=True) for net in nets).sqrt_()
+        scale = (max_norm / (norm + 1e-6)).clamp_(max=1.0)
+        for net in nets:
+            net.grad.mul_(scale)

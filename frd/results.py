@@ -1,8 +1,10 @@
 """Results that survive interruption: tidy CSV tables plus the resolved config, seed and versions.
 
-A run's rows land in every table at once when the run finishes (temporary file, then rename),
-and ``runs.csv`` is written last, so a run counts as finished only when all its rows are there.
-Re-running the same command into the same folder skips the finished runs.
+When a run finishes, each of its tables is written as a part file ``parts/<table>/<run_id>.csv``
+(temporary file, then rename), its ``runs`` part last: a run counts as finished only once that
+exists. ``consolidate`` gathers the finished parts into ``<table>.csv``. Re-running the same
+command into the same folder skips the finished runs; parts of an unfinished run are ignored
+and overwritten.
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ def _jsonable(config: Any) -> Any:
 
 
 class ResultStore:
-    """An output folder of tables keyed by ``run_id``; ``runs.csv`` marks finished runs.
+    """An output folder of tables keyed by ``run_id``.
 
     ``resume_key`` is the part of the config that must match for a folder to be resumed
     (everything but the number of seeds, say); a folder holding another experiment is refused.
@@ -72,34 +74,35 @@ class ResultStore:
         atomic_write_text(config_path, json.dumps(
             {"config": _jsonable(config), "resume_key": key, "versions": package_versions(),
              "command": sys.argv}, indent=2, default=str))
-        self._drop_unfinished_rows()
 
     def path(self, table: str) -> Path:
         return self.out / f"{table}.csv"
+
+    def _parts(self, table: str) -> Path:
+        return self.out / "parts" / table
 
     def read(self, table: str) -> pd.DataFrame:
         path = self.path(table)
         return pd.read_csv(path) if path.exists() and path.stat().st_size > 0 else pd.DataFrame()
 
     def finished(self) -> set[str]:
-        runs = self.read(RUNS_TABLE)
-        return set(runs["run_id"].astype(str)) if "run_id" in runs else set()
+        return {p.stem for p in self._parts(RUNS_TABLE).glob("*.csv")}
 
     def save_run(self, tables: Mapping[str, pd.DataFrame]) -> None:
-        """Append one finished run's rows to every table; ``runs`` must be among them."""
+        """Write one finished run's tables; ``runs`` (one row, with ``run_id``) must be among them."""
         if RUNS_TABLE not in tables:
             raise ValueError("a finished run needs its runs row")
+        run_id = str(tables[RUNS_TABLE]["run_id"].iloc[0])
         for name in [t for t in tables if t != RUNS_TABLE] + [RUNS_TABLE]:
-            frame = tables[name]
-            old = self.read(name)
-            atomic_write_csv(frame if old.empty else pd.concat([old, frame], ignore_index=True), self.path(name))
+            folder = self._parts(name)
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_csv(tables[name], folder / f"{run_id}.csv")
 
-    def _drop_unfinished_rows(self) -> None:
-        """Rows of a run interrupted between two table writes are removed; the run reruns."""
-        done = self.finished()
-        for path in self.out.glob("*.csv"):
-            if path.stem == RUNS_TABLE:
-                continue
-            frame = self.read(path.stem)
-            if "run_id" in frame and not frame["run_id"].astype(str).isin(done).all():
-                atomic_write_csv(frame[frame["run_id"].astype(str).isin(done)], path)
+    def consolidate(self) -> None:
+        """Gather every finished run's parts into ``<table>.csv`` (ordered by run id)."""
+        done = sorted(self.finished())
+        for folder in sorted(p for p in (self.out / "parts").glob("*") if p.is_dir()):
+            frames = [pd.read_csv(folder / f"{rid}.csv") for rid in done if (folder / f"{rid}.csv").exists()]
+            frames = [f for f in frames if not f.empty]
+            if frames:
+                atomic_write_csv(pd.concat(frames, ignore_index=True), self.path(folder.name))

@@ -24,11 +24,14 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True)
     done = store.finished()
     todo = {m: [s for s in seeds if run_id(m, s) not in done] for m in config.methods}
     total = len(config.methods) * config.seeds
-    with tqdm(total=total, initial=total - sum(map(len, todo.values())), desc="runs", unit="run",
-              disable=not progress) as bar:
-        for method, pending in todo.items():
-            bar.set_postfix_str(method)
-            simulate(config, method, pending, store.save_run, bar.update)
+    try:
+        with tqdm(total=total, initial=total - sum(map(len, todo.values())), desc="runs", unit="run",
+                  disable=not progress) as bar:
+            for method, pending in todo.items():
+                bar.set_postfix_str(method)
+                simulate(config, method, pending, store.save_run, bar.update)
+    finally:
+        store.consolidate()  # also after Ctrl-C: the tables hold every finished run
     return report(store, config)
 
 

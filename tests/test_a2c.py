@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from agents.a2c import A2CPopulation, recipe
-from agents.stacked import LaneAdam, clip_per_lane
+from agents.stacked import LaneAdam, StackedMLP, clip_per_lane
 
 
 def _modules(stacked, lane: int) -> nn.Sequential:
@@ -75,26 +75,35 @@ def test_stacked_gradients_equal_separate_modules():
 
 
 def test_lane_adam_matches_torch_adam_and_leaves_masked_lanes_alone():
-    torch.manual_seed(0)
-    p = torch.randn(2, 3, 3, requires_grad=True)
-    ref = p[0].detach().clone().requires_grad_()
-    opt, ref_opt = LaneAdam(lambda: [p], 2, lr=0.01), torch.optim.Adam([ref], lr=0.01, eps=1e-8)
-    frozen = p[1].detach().clone()
+    net = StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2)], (3, 4, 2), "tanh", 1.0)
+    ref = net.data[0].clone().requires_grad_()
+    opt, ref_opt = LaneAdam(net, lr=0.01), torch.optim.Adam([ref], lr=0.01, eps=1e-8)
+    frozen = net.data[1].clone()
     for _ in range(5):
-        g = torch.randn(3, 3)
-        p.grad = torch.stack([g, torch.randn(3, 3)])
+        g = torch.randn(net.data.shape[1])
+        net.grad.copy_(torch.stack([g, torch.randn_like(g)]))
         opt.step(torch.tensor([True, False]))
         ref.grad = g.clone()
         ref_opt.step()
-    torch.testing.assert_close(p[0].detach(), ref.detach(), rtol=1e-5, atol=1e-7)
-    assert torch.equal(p[1].detach(), frozen)  # no momentum leak into a lane that sat out
+    torch.testing.assert_close(net.data[0], ref.detach(), rtol=1e-5, atol=1e-7)
+    assert torch.equal(net.data[1], frozen)  # no momentum leak into a lane that sat out
+    assert torch.count_nonzero(net.grad) == 0
 
 
-def test_gradient_clip_is_per_lane():
-    a = torch.zeros(2, 2, 2, requires_grad=True)
-    a.grad = torch.tensor([[[3.0, 4.0], [0.0, 0.0]], [[0.03, 0.04], [0.0, 0.0]]])
-    clip_per_lane([a], max_norm=0.5)
-    norms = a.grad.flatten(1).norm(dim=1)
+
+def test_autograd_accumulates_into_the_flat_gradient_buffer():
+    net = StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2)], (3, 4, 2), "tanh", 1.0)
+    net(torch.randn(2, 5, 3)).sum().backward()
+    assert net.weights[0].grad.data_ptr() == net.grad.data_ptr()  # no per-layer copies
+    assert torch.count_nonzero(net.grad) > 0
+
+
+def test_gradient_clip_is_per_lane_over_both_networks():
+    nets = [StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2)], (1, 1), "tanh", 1.0) for _ in range(2)]
+    nets[0].grad.copy_(torch.tensor([[3.0, 0.0], [0.03, 0.0]]))
+    nets[1].grad.copy_(torch.tensor([[0.0, 4.0], [0.0, 0.04]]))
+    clip_per_lane(nets, max_norm=0.5)
+    norms = torch.cat([n.grad for n in nets], 1).norm(dim=1)
     torch.testing.assert_close(norms, torch.tensor([0.5, 0.05]))  # only the big lane is scaled
 
 

@@ -89,14 +89,13 @@ def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkey
     pd.testing.assert_frame_equal(full, resumed)
 
 
-def test_partial_rows_of_an_unfinished_run_are_dropped(tmp_path):
+def test_parts_of_an_unfinished_run_are_ignored(tmp_path):
     config = RLConfig(methods=("independent",), **TINY)
     experiment.run_experiment(config, tmp_path, progress=False)
     episodes = pd.read_csv(tmp_path / "episodes.csv")
-    orphan = episodes.iloc[:3].assign(run_id="independent-seed99")
-    pd.concat([episodes, orphan]).to_csv(tmp_path / "episodes.csv", index=False)
+    episodes.iloc[:3].to_csv(tmp_path / "parts" / "episodes" / "independent-seed99.csv", index=False)
     experiment.run_experiment(config, tmp_path, progress=False)
-    assert "independent-seed99" not in set(pd.read_csv(tmp_path / "episodes.csv")["run_id"])
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "episodes.csv"), episodes)
 
 
 def test_generic_env_path_runs_acrobot_lanes():

@@ -1,0 +1,49 @@
+"""Shared pieces of the benchmarks: the Stable-Baselines3 reference and timing helpers."""
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+import torch
+from stable_baselines3 import A2C
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+
+
+def sb3_a2c(seed: int) -> A2C:
+    """SB3 A2C with the rl-zoo CartPole-v1 settings (8 envs, ent_coef 0, MlpPolicy 64-64)."""
+    env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+    return A2C("MlpPolicy", env, ent_coef=0.0, seed=seed, device="cpu", verbose=0)
+
+
+class MissionCallback(BaseCallback):
+    """Stops SB3 when the mean of its latest ``window`` episodes reaches ``target`` (SPEC §1)."""
+
+    def __init__(self, target: float = 490.0, window: int = 10) -> None:
+        super().__init__()
+        self.scores: deque[float] = deque(maxlen=window)
+        self.target, self.window = target, window
+        self.episodes = 0
+        self.completed = False
+
+    def _on_step(self) -> bool:
+        for info in self.locals["infos"]:
+            if "episode" in info:
+                self.scores.append(info["episode"]["r"])
+                self.episodes += 1
+                if len(self.scores) == self.window and np.mean(self.scores) >= self.target:
+                    self.completed = True
+                    return False
+        return True
+
+
+def sb3_steps_per_second(timesteps: int, seed: int = 0) -> float:
+    model = sb3_a2c(seed)
+    start = time.perf_counter()
+    model.learn(total_timesteps=timesteps)
+    return timesteps / (time.perf_counter() - start)
+
+
+def set_threads(n: int) -> None:
+    torch.set_num_threads(n)
