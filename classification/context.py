@@ -1,0 +1,81 @@
+"""What a method sees of one run: its config and seed, the data split over devices, the devices'
+models, and seeded randomness. Built once per (config, seed) by the runner."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from frd.seeding import derive_seed
+from classification.config import ClsConfig
+from classification.data import Dataset
+from classification.devices import BatchStream, DeviceStack
+from classification.models import build_model
+from classification.partitions import PARTITIONS
+from classification.training import LocalLoss, local_sgd
+
+PARTITION_STREAM, INIT_STREAM, BATCH_STREAM, CHANNEL_STREAM, METHOD_STREAM = range(1, 6)
+"""Second key of ``derive_seed(seed, stream, ...)``: each use of randomness has its own stream."""
+
+
+def run_id(config: ClsConfig, seed: int) -> str:
+    return f"{config.method}-{config.dataset}-{config.partition}-seed{seed}"
+
+
+@dataclass
+class RunContext:
+    """One seed of one experiment. Devices are 0..devices-1; ``parts[d]`` are device d's pool indices."""
+
+    config: ClsConfig
+    seed: int
+    data: Dataset
+    parts: list[np.ndarray]
+    devices: DeviceStack
+    stream: BatchStream
+
+    @classmethod
+    def build(cls, config: ClsConfig, seed: int, data: Dataset) -> "RunContext":
+        """Partition the pool, and give every device the same initial model (shipped with the app,
+        so no initial broadcast is charged)."""
+        rng = np.random.default_rng(derive_seed(seed, PARTITION_STREAM))
+        parts = PARTITIONS[config.partition](data.y_pool.numpy(), config.devices, config.samples_per_device,
+                                             rng, config.partition_spec)
+        with torch.random.fork_rng():
+            torch.manual_seed(derive_seed(seed, INIT_STREAM))
+            template = build_model(config.model, config.dataset, data.image_shape, data.classes, config.width)
+        stream = BatchStream(parts, [derive_seed(seed, BATCH_STREAM, d) for d in range(config.devices)])
+        return cls(config, seed, data, parts, DeviceStack(template, config.devices), stream)
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.config, self.seed)
+
+    @property
+    def classes(self) -> int:
+        return self.data.classes
+
+    @property
+    def sample_counts(self) -> np.ndarray:
+        """Local dataset size of each device."""
+        return np.array([p.size for p in self.parts])
+
+    def device_data(self, device: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Device ``device``'s raw samples: uint8 images and labels."""
+        index = torch.from_numpy(self.parts[device])
+        return self.data.x_pool[index], self.data.y_pool[index]
+
+    def new_model(self) -> nn.Module:
+        """A standalone model of the run's architecture with the devices' common initial weights."""
+        return copy.deepcopy(self.devices.template)
+
+    def rng(self, *keys: int) -> np.random.Generator:
+        """A method's own seeded generator, one per distinct ``keys``."""
+        return np.random.default_rng(derive_seed(self.seed, METHOD_STREAM, *keys))
+
+    def train_devices(self, iterations: int, loss_fn: LocalLoss) -> None:
+        """``iterations`` local SGD steps of every device on its own minibatches."""
+        local_sgd(self.devices, self.data, self.stream.take(iterations, self.config.batch_size),
+                  self.config.lr, loss_fn)

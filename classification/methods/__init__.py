@@ -1,0 +1,14 @@
+"""Classification methods by name. A new method is one module here plus one entry below."""
+from __future__ import annotations
+
+from classification.methods.base import GLOBAL, Method
+from classification.methods.fd import FederatedDistillation
+from classification.methods.fl import FedAvg
+
+METHODS: dict[str, type[Method]] = {
+    "fl": FedAvg,
+    "fd": FederatedDistillation,
+}
+"""``METHODS[name](ctx)`` builds the method for one run."""
+
+__all__ = ["GLOBAL", "METHODS", "Method"]

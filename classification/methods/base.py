@@ -1,0 +1,74 @@
+"""The method interface: a method is its exchange (upload / aggregate / download) plus hooks.
+
+The runner owns the round loop. Per run it calls ``Method(ctx)``, then ``setup_exchange()``
+(a one-off transfer run through ``frd.exchange.run_round`` as round 0, so it is in the ledger),
+then for each round r = 1..R: ``local_train(r)``, ``run_round(method, ...)`` (upload → aggregate
+→ download), and an evaluation of every model ``models_to_evaluate()`` returns.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from frd.exchange import Exchange
+from frd.payload import Payload
+from classification.context import RunContext
+from classification.training import per_device_cross_entropy
+
+GLOBAL = -1
+"""The ``device`` value of rows that evaluate the server's global model."""
+
+
+class Method(ABC):
+    """Base of every classification method. Override the exchange; override hooks as needed."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    # -- the exchange, one round: every device uploads, the server aggregates, devices download
+
+    @abstractmethod
+    def upload(self, device: int) -> Payload:
+        """What ``device`` sends to the server this round."""
+
+    @abstractmethod
+    def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
+        """Server side, from the uploads that arrived: what each participant downloads.
+        Server-side training (of ``global_model()``) belongs here."""
+
+    @abstractmethod
+    def download(self, device: int, payload: Payload) -> None:
+        """Apply what arrived at ``device`` (a failed download never gets here)."""
+
+    # -- hooks with defaults
+
+    def setup_exchange(self) -> Exchange | None:
+        """A one-off transfer before round 1 (e.g. seed samples), or None."""
+        return None
+
+    def local_train(self, round_: int) -> None:
+        """The devices' work between exchanges; default: local SGD on ``local_loss``.
+        Override to replace local training (e.g. building synthetic sets instead)."""
+        self.ctx.train_devices(self.ctx.config.iterations_per_round, self.local_loss)
+
+    def local_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Per-device loss [devices] of one batched step; default cross-entropy. Override to add terms
+        or to record outputs (logits [devices, batch, classes], labels [devices, batch])."""
+        return per_device_cross_entropy(logits, labels)
+
+    def global_model(self) -> nn.Module | None:
+        """The server's model, if the method keeps one."""
+        return None
+
+    def models_to_evaluate(self) -> dict[int, nn.Module]:
+        """Models evaluated after each round, by device id (``GLOBAL`` for the server's):
+        the reference device's and, where one exists, the global model."""
+        reference = self.ctx.config.reference_device
+        models = {reference: self.ctx.devices.module(reference)}
+        server = self.global_model()
+        if server is not None:
+            models[GLOBAL] = server
+        return models

@@ -1,0 +1,69 @@
+"""FD [seed 001, four steps]: each device keeps its mean softmax output per label during local
+training and uploads it; the server sends device c, for each label, the mean over the *other*
+devices (Σ_{c'≠c} / (C−1)); devices then train on CE + β·CE(teacher of the label, own output)."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from frd.payload import FLOAT_BITS, Payload
+from classification.context import RunContext
+from classification.methods.base import Method
+
+
+def leave_one_out_teachers(outputs: Mapping[int, np.ndarray], participants: Sequence[int]) -> dict[int, np.ndarray]:
+    """Per participant c, the per-label mean of the uploaded [labels, labels] matrices of every
+    uploader c' ≠ c. A row that is NaN (the uploader had no sample of that label) is skipped;
+    a label no other uploader has stays NaN, meaning "no teacher"."""
+    stacked = np.stack(list(outputs.values())).astype(np.float64)
+    known = ~np.isnan(stacked[..., :1])
+    total, count = np.where(known, stacked, 0.0).sum(0), known.sum(0)
+    teachers = {}
+    for p in participants:
+        own_total, own_count = total, count
+        if p in outputs:
+            i = list(outputs).index(p)
+            own_total, own_count = total - np.where(known[i], stacked[i], 0.0), count - known[i]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            teachers[p] = np.where(own_count > 0, own_total / own_count, np.nan).astype(np.float32)
+    return teachers
+
+
+class FederatedDistillation(Method):
+    """Mean outputs are collected afresh each round, from the forward passes of local training."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        shape = (ctx.config.devices, ctx.classes, ctx.classes)
+        self.sums = torch.zeros(shape, dtype=torch.float64)
+        self.counts = torch.zeros(shape[:2], dtype=torch.float64)
+        self.teachers = torch.full(shape, float("nan"))
+        self._rows = torch.arange(ctx.config.devices).unsqueeze(1)
+
+    def local_train(self, round_: int) -> None:
+        self.sums.zero_()
+        self.counts.zero_()
+        super().local_train(round_)
+
+    def local_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        slots = (self._rows * self.ctx.classes + labels).flatten()
+        with torch.no_grad():
+            self.sums.view(-1, self.ctx.classes).index_add_(0, slots, logits.softmax(-1).flatten(0, 1).double())
+            self.counts.view(-1).index_add_(0, slots, torch.ones(slots.numel(), dtype=torch.float64))
+        teacher = self.teachers[self._rows, labels]  # [devices, batch, classes]; NaN: no teacher yet
+        distill = -(teacher.nan_to_num(0.0) * F.log_softmax(logits, -1)).sum(-1).mean(1)
+        return super().local_loss(logits, labels) + self.ctx.config.beta * distill
+
+    def upload(self, device: int) -> Payload:
+        means = (self.sums[device] / self.counts[device].unsqueeze(1)).float().numpy()  # NaN rows: label unseen
+        return Payload.of("outputs", self.ctx.classes, outputs=(means, FLOAT_BITS))
+
+    def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
+        teachers = leave_one_out_teachers({p: u["outputs"] for p, u in uploads.items()}, participants)
+        return {p: Payload.of("outputs", self.ctx.classes, teacher=(t, FLOAT_BITS)) for p, t in teachers.items()}
+
+    def download(self, device: int, payload: Payload) -> None:
+        self.teachers[device] = torch.from_numpy(payload["teacher"])

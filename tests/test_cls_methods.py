@@ -1,0 +1,143 @@
+"""FL and FD on hand examples, payload bits in the ledger, and reproducible runs."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from classification.config import ClsConfig
+from classification.context import RunContext
+from classification.data import load_dataset
+from classification.methods import GLOBAL, METHODS
+from classification.methods.fd import FederatedDistillation, leave_one_out_teachers
+from classification.methods.fl import FedAvg
+from classification.runner import run_seed
+from frd.channel import CHANNELS, IdealChannel, Transfer
+from frd.errors import FrdError
+
+TINY = dict(rounds=2, iterations_per_round=3, devices=3)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_dataset("digits")
+
+
+def test_fedavg_is_the_sample_weighted_mean(digits):
+    ctx = RunContext.build(ClsConfig(partition="dirichlet", alpha=0.3, **TINY), 0, digits)
+    counts = ctx.sample_counts
+    assert len(set(counts.tolist())) == 3, "unequal devices, so weighting matters"
+    fl = FedAvg(ctx)
+    size = ctx.devices.flat(0).size
+    for d in range(3):
+        ctx.devices.load_flat(d, np.full(size, float(d + 1)))
+    downloads = fl.aggregate({d: fl.upload(d) for d in range(3)}, [0, 1, 2])
+    expected = (counts[0] * 1 + counts[1] * 2 + counts[2] * 3) / counts.sum()
+    np.testing.assert_allclose(downloads[2]["weights"], expected, rtol=1e-6)
+    assert expected != pytest.approx(2.0), "differs from the unweighted mean"
+    np.testing.assert_allclose(torch.nn.utils.parameters_to_vector(fl.global_model().parameters()).detach(),
+                               expected, rtol=1e-6)
+    fl.download(0, downloads[0])
+    np.testing.assert_allclose(ctx.devices.flat(0), expected, rtol=1e-6)
+
+
+def test_fedavg_leaves_out_an_upload_that_did_not_arrive(digits):
+    ctx = RunContext.build(ClsConfig(**TINY), 0, digits)
+    fl = FedAvg(ctx)
+    size = ctx.devices.flat(0).size
+    for d in range(3):
+        ctx.devices.load_flat(d, np.full(size, 10.0 * d))
+    downloads = fl.aggregate({0: fl.upload(0), 2: fl.upload(2)}, [0, 1, 2])
+    assert set(downloads) == {0, 1, 2}
+    np.testing.assert_allclose(downloads[1]["weights"], 10.0)  # equal counts: (0 + 20) / 2
+
+
+def test_fd_teacher_is_the_mean_of_the_other_devices_on_a_hand_example():
+    nan = np.nan
+    outputs = {
+        0: np.array([[0.8, 0.2], [0.4, 0.6]]),
+        1: np.array([[0.6, 0.4], [0.2, 0.8]]),
+        2: np.array([[1.0, 0.0], [nan, nan]]),  # device 2 saw no sample of label 1
+    }
+    t = leave_one_out_teachers(outputs, [0, 1, 2, 3])  # device 3's upload was lost
+    np.testing.assert_allclose(t[0], [[0.8, 0.2], [0.2, 0.8]])
+    np.testing.assert_allclose(t[1], [[0.9, 0.1], [0.4, 0.6]])
+    np.testing.assert_allclose(t[2], [[0.7, 0.3], [0.3, 0.7]])  # Σ_{c'≠c} / (C − 1), C = 3
+    np.testing.assert_allclose(t[3], [[0.8, 0.2], [0.3, 0.7]])
+    assert np.isnan(leave_one_out_teachers({0: outputs[0]}, [0])[0]).all(), "nobody else: no teacher"
+
+
+def test_fd_local_loss_is_ce_plus_beta_kd_and_records_mean_outputs(digits):
+    ctx = RunContext.build(ClsConfig(method="fd", beta=0.5, **TINY), 0, digits)
+    fd = FederatedDistillation(ctx)
+    logits = torch.zeros(3, 2, 10)  # softmax = 0.1 everywhere: CE = KD = ln 10 for any teacher
+    labels = torch.tensor([[4, 4], [4, 7], [1, 2]])
+    assert torch.allclose(fd.local_loss(logits, labels), torch.full((3,), math.log(10)))  # no teacher yet
+    teacher = np.full((10, 10), np.nan, dtype=np.float32)
+    teacher[4] = np.eye(10)[4]
+    fd.download(1, fd.aggregate({0: fd.upload(0)}, [1])[1])  # device 0's label-4 means: 0.1 each
+    np.testing.assert_allclose(fd.teachers[1, 4].numpy(), 0.1, rtol=1e-6)
+    fd.teachers[1] = torch.from_numpy(teacher)
+    loss = fd.local_loss(logits, labels)
+    # device 1: sample of label 4 has a teacher (KD = ln 10), label 7 has none (KD = 0): mean over 2
+    assert loss[1].item() == pytest.approx(math.log(10) + 0.5 * math.log(10) / 2)
+    upload = fd.upload(0)["outputs"]
+    np.testing.assert_allclose(upload[4], 0.1, rtol=1e-6)
+    assert np.isnan(upload[[0, 1, 2, 3, 5, 6, 7, 8, 9]]).all(), "unseen labels are NaN rows"
+
+
+@pytest.mark.parametrize("method, bits", [("fd", 10 * 10 * 32), ("fl", 4810 * 32)])
+def test_payload_bits_in_the_ledger(digits, method, bits):
+    tables = run_seed(ClsConfig(method=method, **TINY), 0, digits)
+    ledger = tables["ledger"]
+    assert len(ledger) == 2 * 3 * 2, "rounds × devices × (up, down)"
+    assert (ledger["bits"] == bits).all()
+    runs = tables["runs"].iloc[0]
+    assert runs["bits_up"] == runs["bits_down"] == 2 * 3 * bits
+
+
+def test_rounds_rows_reference_device_and_global_model(digits):
+    fl = run_seed(ClsConfig(method="fl", **TINY), 0, digits)["rounds"]
+    fd = run_seed(ClsConfig(method="fd", **TINY), 0, digits)["rounds"]
+    assert sorted(set(fl["device"])) == [GLOBAL, 0] and set(fd["device"]) == {0}
+    assert fl["round"].tolist() == [0, 0, 1, 1, 2, 2] and fd["iteration"].tolist() == [0, 3, 6]
+    after = fl[fl["round"] > 0]
+    assert (after.groupby("round")["accuracy"].nunique() == 1).all(), "after FedAvg the device holds the global model"
+
+
+def test_same_config_and_seed_give_identical_tables(digits):
+    config = ClsConfig(method="fd", partition="mix2fld", samples_per_device=60, **TINY)
+    a, b, c = (run_seed(config, s, digits) for s in (4, 4, 5))
+    timing = ["compute_s"]  # wall-clock, the only column that is measured rather than computed
+    pd.testing.assert_frame_equal(a["rounds"].drop(columns=timing), b["rounds"].drop(columns=timing))
+    pd.testing.assert_frame_equal(a["ledger"], b["ledger"])
+    assert not a["rounds"]["accuracy"].equals(c["rounds"]["accuracy"])
+
+
+class DropDeviceOneUplink(IdealChannel):
+    def uplink(self, bits):
+        return {p: Transfer(0.0, p != 1) for p in bits}
+
+
+def test_a_lost_upload_is_in_the_ledger_and_out_of_the_average(digits, monkeypatch):
+    monkeypatch.setitem(CHANNELS, "drop1", lambda seed, **options: DropDeviceOneUplink())
+    ledger = run_seed(ClsConfig(method="fl", channel="drop1", **TINY), 0, digits)["ledger"]
+    up = ledger[ledger["direction"] == "up"]
+    assert up[up["participant"] == 1]["delivered"].eq(False).all() and up["delivered"].sum() == 4
+    assert (ledger["direction"] == "down").sum() == 6, "everyone still downloads the average"
+
+
+def test_every_registered_method_runs_the_shared_loop(digits):
+    for name in METHODS:
+        assert len(run_seed(ClsConfig(method=name, rounds=1, iterations_per_round=1, devices=2), 0,
+                            digits)["runs"]) == 1
+
+
+@pytest.mark.parametrize("field, value", [("method", "fedprox"), ("dataset", "svhn"), ("partition", "shards"),
+                                          ("model", "resnet"), ("channel", "pigeon")])
+def test_unknown_names_in_a_config_are_refused(field, value):
+    with pytest.raises(FrdError, match=f"unknown {field} '{value}'; choose one of"):
+        ClsConfig(**{field: value})
