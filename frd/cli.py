@@ -7,7 +7,7 @@ import sys
 
 from frd.errors import FrdError
 
-COMMAND_MODULES = ("frd.rl_cli",)
+COMMAND_MODULES = ("frd.rl_cli", "classification.cli")
 """Modules with ``register(subparsers)``, each adding subcommands that ``set_defaults(run=...)``."""
 
 

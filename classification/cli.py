@@ -1,0 +1,91 @@
+"""``frd cls``: FL and FD (and the methods added later) on digits, MNIST or CIFAR-10."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+from pathlib import Path
+
+from frd.channel import CHANNELS
+from classification.config import ClsConfig
+from classification.context import run_id
+from classification.data import DATASETS
+from classification.methods import METHODS
+from classification.models import MODELS
+from classification.partitions import PARTITIONS
+from classification.report import plot_accuracy, summarize
+from classification.runner import run_experiment
+
+DEFAULTS = ClsConfig()
+
+def _channel_option(text: str) -> tuple[str, float | bool | str]:
+    """``p_up_dbm=15`` → a number, ``fading=false`` → a flag, ``preset=symmetric`` → a word."""
+    name, sep, value = text.partition("=")
+    if not (name and sep and value):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    if value.lower() in ("true", "false"):
+        return name, value.lower() == "true"
+    try:
+        return name, float(value)
+    except ValueError:
+        return name, value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    d = DEFAULTS
+    p = subparsers.add_parser("cls", help="classification: FL vs FD (payload and accuracy)",
+                              description=__doc__ + " Defaults are scaled down for a CPU; --paper uses the "
+                              "Mix2FLD letter's values (MNIST, 10 × 500 samples, 16 rounds × 400 iterations).")
+    p.add_argument("--method", choices=list(METHODS), help=f"exchange method (default {d.method})")
+    p.add_argument("--dataset", choices=list(DATASETS), help=f"dataset (default {d.dataset}, needs no files)")
+    p.add_argument("--data-dir", metavar="DIR", help="dataset files (default ../shared/data/<dataset> beside the repo "
+                   "when it exists, else ~/.cache/frd/<dataset>)")
+    p.add_argument("--download", action="store_true", default=None, help="fetch missing dataset files from the usual mirrors")
+    p.add_argument("--partition", choices=list(PARTITIONS), help=f"split over devices (default {d.partition})")
+    p.add_argument("--alpha", type=float, metavar="A", help=f"Dirichlet concentration, > 0 (default {d.alpha})")
+    p.add_argument("--min-samples", type=int, help=f"Dirichlet minimum per device (default {d.min_samples})")
+    p.add_argument("--minority-labels", type=int, help=f"mix2fld: labels a device barely holds (default {d.minority_labels})")
+    p.add_argument("--minority-samples", type=int, help=f"mix2fld: samples of each (default {d.minority_samples})")
+    p.add_argument("--devices", type=int, metavar="N", help=f"number of devices (default {d.devices})")
+    p.add_argument("--samples-per-device", type=int, metavar="N",
+                   help="local samples (default 500, or the most the pool can serve)")
+    p.add_argument("--model", choices=["auto", *MODELS], help="architecture (default auto: mlp on digits, else cnn)")
+    p.add_argument("--width", type=int, help="model width (default cnn 30, mlp 64, convnet 128)")
+    p.add_argument("--rounds", type=int, help=f"exchange rounds (default {d.rounds})")
+    p.add_argument("--iterations", dest="iterations_per_round", type=int, metavar="N", help=f"local iterations per round (default {d.iterations_per_round}; paper 400)")
+    p.add_argument("--batch-size", type=int, help=f"local minibatch (default {d.batch_size})")
+    p.add_argument("--lr", type=float, help=f"SGD learning rate (default {d.lr})")
+    p.add_argument("--beta", type=float, help=f"FD distillation weight (default {d.beta})")
+    p.add_argument("--reference-device", type=int, help=f"device evaluated each round (default {d.reference_device})")
+    p.add_argument("--channel", choices=list(CHANNELS), help=f"channel model (default {d.channel})")
+    p.add_argument("--channel-opt", dest="channel_options", type=_channel_option, action="append", metavar="NAME=VALUE",
+                   help="channel model option, e.g. p_up_dbm=15 or preset=symmetric (repeatable)")
+    p.add_argument("--seeds", type=int, metavar="K", help=f"seeds 0..K-1 (default {d.seeds})")
+    p.add_argument("--threads", type=int, help=f"torch threads (default {d.threads})")
+    p.add_argument("--test-fraction", type=float, help=f"held-out share without an official split (default {d.test_fraction})")
+    p.add_argument("--split-seed", type=int, help=f"seed of that split (default {d.split_seed})")
+    p.add_argument("--paper", action="store_true", help="start from the paper's parameters instead of the CPU defaults")
+    p.add_argument("--out", metavar="DIR", help="results folder (default results/cls/<method>-<dataset>-<partition>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=run)
+
+
+def config_from_args(args: argparse.Namespace) -> ClsConfig:
+    """The CPU defaults (or, with --paper, the paper's values) overridden by every option given
+    (options default to None, meaning "not given")."""
+    given = {f.name: getattr(args, f.name) for f in fields(ClsConfig) if getattr(args, f.name, None) is not None}
+    if "channel_options" in given:
+        given["channel_options"] = dict(given["channel_options"])
+    return ClsConfig.paper(**given) if args.paper else ClsConfig(**given)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    out = Path(args.out or f"results/cls/{config.method}-{config.dataset}-{config.partition}")
+    store = run_experiment(config, out, progress=not args.no_progress)
+    ids = {run_id(config, s) for s in range(config.seeds)}
+    runs, rounds, ledger = (store.read(t) for t in ("runs", "rounds", "ledger"))
+    runs, rounds = runs[runs["run_id"].isin(ids)], rounds[rounds["run_id"].isin(ids)]
+    print(summarize(runs, ledger).T.to_string(header=False))
+    plot_accuracy(rounds, out / "accuracy.png", f"{config.method} on {config.dataset} ({config.partition})")
+    print(f"tables, config and accuracy.png in {out}")
+    return 0
