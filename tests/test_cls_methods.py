@@ -17,6 +17,7 @@ from classification.methods.fl import FedAvg
 from classification.runner import run_seed
 from frd.channel import CHANNELS, IdealChannel, Transfer
 from frd.errors import FrdError
+from frd.payload import PIXEL_BITS, Payload, index_bits
 
 TINY = dict(rounds=2, iterations_per_round=3, devices=3)
 
@@ -141,3 +142,59 @@ def test_every_registered_method_runs_the_shared_loop(digits):
 def test_unknown_names_in_a_config_are_refused(field, value):
     with pytest.raises(FrdError, match=f"unknown {field} '{value}'; choose one of"):
         ClsConfig(**{field: value})
+
+
+class SeedUpload:
+    """A one-off exchange: each device uploads its first raw sample (8-bit pixels)."""
+
+    def __init__(self, ctx):
+        self.ctx, self.received = ctx, {}
+
+    def upload(self, device):
+        x, y = self.ctx.device_data(device)
+        return Payload.of("seed_samples", 1, x=(x[:1].numpy(), PIXEL_BITS), y=(y[:1].numpy(), index_bits(10)))
+
+    def aggregate(self, uploads, participants):
+        self.received = {p: u["y"][0] for p, u in uploads.items()}
+        return {}
+
+    def download(self, device, payload):
+        raise AssertionError("nothing is sent down")
+
+
+class Probe(FedAvg):
+    """A method added the documented way: setup transfer, no local training, a server-trained model."""
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.setup, self.trained_rounds = SeedUpload(ctx), []
+
+    def setup_exchange(self):
+        return self.setup
+
+    def local_train(self, round_):
+        self.trained_rounds.append(round_)
+
+    def models_to_evaluate(self):
+        return {GLOBAL: self.global_model()}
+
+
+def test_a_new_method_plugs_in_with_one_registry_entry(digits, monkeypatch):
+    made = []
+    monkeypatch.setitem(METHODS, "probe", lambda ctx: made.append(Probe(ctx)) or made[-1])
+    tables = run_seed(ClsConfig(method="probe", **TINY), 0, digits)
+    ledger, probe = tables["ledger"], made[0]
+    setup = ledger[ledger["round"] == 0]
+    assert len(setup) == 3 and (setup["kind"] == "seed_samples").all()
+    assert (setup["bits"] == 8 * 8 * 8 + 4).all(), "64 pixels × 8 bits + a 4-bit label"
+    assert probe.setup.received == {d: int(probe.ctx.device_data(d)[1][0]) for d in range(3)}
+    assert probe.trained_rounds == [1, 2]
+    assert set(tables["rounds"]["device"]) == {GLOBAL}
+    assert np.isnan(tables["runs"]["accuracy"].iloc[0]) and tables["runs"]["global_accuracy"].notna().all()
+
+
+def test_device_data_and_method_rng_are_the_runs_own(digits):
+    ctx = RunContext.build(ClsConfig(partition="mix2fld", samples_per_device=60, **TINY), 3, digits)
+    x, y = ctx.device_data(1)
+    assert x.dtype == torch.uint8 and len(y) == 60 and sorted(np.bincount(y.numpy(), minlength=10))[:2] == [2, 2]
+    assert ctx.rng(7).integers(1 << 30) == ctx.rng(7).integers(1 << 30) != ctx.rng(8).integers(1 << 30)
