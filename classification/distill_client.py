@@ -1,0 +1,267 @@
+"""Client side of FedDualMatch and FedDM: local distribution matching [seed 000; SPEC §3].
+
+A client turns its real images into a small synthetic set S_k (``ipc`` images for every class
+it holds) whose per-class mean features match those of its real data under models drawn
+around the global model. Neither paper has public code; every choice the seed leaves open is
+a named field of :class:`DistillConfig` and is marked [ours] in its documentation.
+
+The model is any ``torch.nn.Module`` with ``layer_outputs(x) -> list[Tensor]``: the outputs
+of its J - 1 feature blocks in order, then the logits (J layers in all).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from classification.dp import DPConfig, clip_and_noise
+from frd.errors import FrdError
+from frd.payload import FLOAT_BITS, Payload, index_bits
+
+Init = Literal["noise", "real"]
+Matching = Literal["layerwise", "last"]
+METHODS = ("feddualmatch", "feddm")
+SCALES = ("cpu", "paper")
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    """How a client distils its data each round.
+
+    ipc: synthetic images per class [seed: 10].
+    iterations: image updates per round [ours, CPU: 30; ``paper``: DM's 20,000 — neither the
+        seed nor SPEC states FedDualMatch's or FedDM's count].
+    real_batch: real images drawn per class per iteration [ours, CPU: 16; ``paper``: DM's 256].
+    image_lr, image_momentum: SGD on the images [DM (Zhao & Bilen 2023): 1.0 and 0.5].
+    init: ``noise`` = N(0, 1) in the model's input space (normalised pixels), FedDualMatch
+        [seed]; ``real`` = random real images of the class, FedDM [seed: "FedDM uses real data
+        to generate synthetic images"].
+    matching: ``layerwise`` = FedDualMatch's backward stages over all J layers [seed];
+        ``last`` = last feature layer + logits, FedDM [SPEC §3].
+    dp: the Gaussian mechanism on the image gradient (:mod:`classification.dp`), or None.
+    """
+
+    ipc: int = 10
+    iterations: int = 30
+    real_batch: int = 16
+    image_lr: float = 1.0
+    image_momentum: float = 0.5
+    init: Init = "noise"
+    matching: Matching = "layerwise"
+    dp: DPConfig | None = None
+
+    def __post_init__(self) -> None:
+        if self.ipc < 1:
+            raise FrdError(f"IPC (images per class) must be >= 1, got {self.ipc}: e.g. ipc=10")
+        if self.iterations < 0:
+            raise FrdError(f"distillation iterations must be >= 0, got {self.iterations}")
+        if self.real_batch < 1:
+            raise FrdError(f"real_batch must be >= 1 image per class, got {self.real_batch}")
+        if not self.image_lr > 0:
+            raise FrdError(f"image_lr must be > 0, got {self.image_lr}")
+        if not 0 <= self.image_momentum < 1:
+            raise FrdError(f"image_momentum must lie in [0, 1), got {self.image_momentum}")
+        if self.init not in ("noise", "real"):
+            raise FrdError(f"unknown init {self.init!r}: use 'noise' (FedDualMatch) or 'real' (FedDM)")
+        if self.matching not in ("layerwise", "last"):
+            raise FrdError(f"unknown matching {self.matching!r}: use 'layerwise' (FedDualMatch) "
+                           "or 'last' (FedDM)")
+        if self.dp is not None and self.init == "real":
+            raise FrdError("DP with init='real' would upload real images as the starting point: "
+                           "use init='noise' with dp, or dp=None")
+
+    @classmethod
+    def preset(cls, method: str, scale: str = "cpu") -> "DistillConfig":
+        """The client settings of ``method`` (feddualmatch | feddm) at ``scale`` (cpu | paper).
+
+        ``paper``: IPC 10 is the seed's; the iteration count and real batch are DM's, since the
+        seed gives neither. (Its 10 clients, 20 rounds and 128-channel ConvNet belong to the
+        round loop and the model, not to this config.)
+        """
+        if method not in METHODS or scale not in SCALES:
+            raise FrdError(f"no client preset for method={method!r}, scale={scale!r}: "
+                           f"methods {METHODS}, scales {SCALES}")
+        base = cls() if scale == "cpu" else cls(iterations=20_000, real_batch=256)
+        return base if method == "feddualmatch" else replace(base, init="real", matching="last")
+
+
+@dataclass(frozen=True)
+class SyntheticSet:
+    """A client's synthetic images, ``ipc`` per class, grouped by class in ``classes`` order.
+
+    Only classes the client holds are distilled: a class with no real image has nothing to
+    match, and uploading noise labelled with it would teach the server noise.
+    """
+
+    images: torch.Tensor
+    classes: tuple[int, ...]
+
+    @property
+    def ipc(self) -> int:
+        return self.images.shape[0] // len(self.classes)
+
+    @property
+    def labels(self) -> torch.Tensor:
+        """Implied by the layout: ``ipc`` copies of each class in order."""
+        return torch.tensor(self.classes, dtype=torch.long).repeat_interleave(self.ipc)
+
+    def to_payload(self, num_classes: int) -> Payload:
+        """Images as float32 and the class list as indices of ``ceil(log2(num_classes))`` bits.
+
+        Labels are not sent: the server rebuilds them from the class list and the layout.
+        """
+        return Payload.of("synthetic", self.images.shape[0],
+                          images=(self.images.detach().cpu().numpy().astype(np.float32), FLOAT_BITS),
+                          classes=(np.asarray(self.classes, dtype=np.int64), index_bits(num_classes)))
+
+    @classmethod
+    def from_payload(cls, payload: Payload) -> "SyntheticSet":
+        return cls(torch.from_numpy(np.array(payload["images"])),
+                   tuple(int(c) for c in payload["classes"]))
+
+
+def sample_model_on_error_ball(global_model: nn.Module, radius: float,
+                               generator: torch.Generator) -> nn.Module:
+    """A frozen copy of ``global_model`` moved by exactly ``radius`` in a random direction.
+
+    The direction is one Gaussian draw over *all* parameters jointly (weights, biases and
+    normalisation parameters; buffers are left alone), scaled so that the parameter vector
+    lies at L2 distance ``radius`` from the global one — a point on the sphere of the error
+    ball [seed: "random Gaussian direction scaled to radius R_t"].
+    """
+    if not radius >= 0:
+        raise FrdError(f"error-ball radius must be >= 0, got {radius}: use a non-negative radius")
+    model = copy.deepcopy(global_model)
+    params = list(model.parameters())
+    direction = [torch.randn(p.shape, generator=generator, dtype=p.dtype, device=generator.device)
+                 for p in params]
+    norm = torch.sqrt(sum((d.double() ** 2).sum() for d in direction))
+    with torch.no_grad():
+        for p, d in zip(params, direction):
+            p.add_((d * (radius / norm)).to(p.device))
+            p.requires_grad_(False)
+    return model
+
+
+def mean_embedding_mmd(real: torch.Tensor, synthetic: torch.Tensor) -> torch.Tensor:
+    """Squared distance between the mean feature vectors of two batches (Distribution Matching)."""
+    return ((real.flatten(1).mean(0) - synthetic.flatten(1).mean(0)) ** 2).sum()
+
+
+def stage_layers(num_layers: int, stage: int) -> list[int]:
+    """Layers matched at FedDualMatch stage ``stage`` (0-based): the last ``stage + 1`` layers.
+
+    Layers are 0-based, ``num_layers - 1`` being the logits. Stage 0 matches the logits alone;
+    each later stage adds the next earlier layer (the seed's p = J, J-1, …, 1, loss
+    Σ_{q=p..J} MMD_q), until the last stage matches every layer.
+    """
+    if num_layers < 1:
+        raise FrdError(f"a model needs at least one layer to match, got num_layers={num_layers}")
+    if not 0 <= stage < num_layers:
+        raise FrdError(f"stage must lie in [0, {num_layers}) for {num_layers} layers, got {stage}")
+    return list(range(num_layers - 1 - stage, num_layers))
+
+
+def stage_of_iteration(iteration: int, iterations: int, num_layers: int) -> int:
+    """Which stage iteration ``iteration`` of ``iterations`` belongs to [ours].
+
+    The seed does not say how iterations are shared: we give every stage an equal, contiguous
+    share (stage = ⌊iteration · J / iterations⌋), so any remainder is spread one per stage and
+    a run of fewer than J iterations skips some stages rather than rounding them all away.
+    """
+    return iteration * num_layers // iterations
+
+
+def matched_layers(matching: Matching, num_layers: int, iteration: int, iterations: int) -> list[int]:
+    """Layers whose MMD enters the loss at ``iteration`` under ``matching``."""
+    if matching == "layerwise":
+        return stage_layers(num_layers, stage_of_iteration(iteration, iterations, num_layers))
+    if num_layers < 2:
+        raise FrdError("FedDM matching needs a feature layer before the logits: the model's "
+                       "layer_outputs must return at least two tensors")
+    return [num_layers - 2, num_layers - 1]
+
+
+def distribution_matching_loss(model: nn.Module, real: list[torch.Tensor],
+                               synthetic: list[torch.Tensor], layers: list[int]) -> torch.Tensor:
+    """Σ over classes c and matched layers q of MMD_q(real_c, synthetic_c).
+
+    All classes go through the model in one batch each for real and synthetic images; this is
+    exact for models whose output for one image does not depend on the others (instance norm,
+    or batch norm in eval mode, which :func:`distill` uses).
+    """
+    with torch.no_grad():
+        real_out = _layer_outputs(model, torch.cat(real))
+    syn_out = _layer_outputs(model, torch.cat(synthetic))
+    real_sizes, syn_sizes = [x.shape[0] for x in real], [x.shape[0] for x in synthetic]
+    return sum(mean_embedding_mmd(r, s) for q in layers
+               for r, s in zip(real_out[q].split(real_sizes), syn_out[q].split(syn_sizes)))
+
+
+def init_synthetic(real_by_class: list[torch.Tensor], ipc: int, init: Init,
+                   generator: torch.Generator) -> torch.Tensor:
+    """Starting images, class-major: N(0, 1) noise, or ``ipc`` random real images per class.
+
+    With ``real`` init a class holding fewer than ``ipc`` images repeats them (drawn with
+    replacement) [ours].
+    """
+    if init == "noise":
+        first = real_by_class[0]
+        shape = (ipc * len(real_by_class), *first.shape[1:])
+        return torch.randn(shape, generator=generator, device=generator.device).to(first)
+    picks = []
+    for x in real_by_class:
+        if x.shape[0] >= ipc:
+            picks.append(x[torch.randperm(x.shape[0], generator=generator)[:ipc]])
+        else:
+            picks.append(x[torch.randint(x.shape[0], (ipc,), generator=generator)])
+    return torch.cat(picks).clone()
+
+
+def distill(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, config: DistillConfig,
+            radius: float, generator: torch.Generator) -> SyntheticSet:
+    """One round of a client's distillation on its real ``images`` and ``labels``.
+
+    Each iteration draws a fresh model on the error ball of ``radius`` around ``model`` [ours:
+    once per iteration, as FedDM and DM redraw their network every iteration] and a fresh batch
+    of ``config.real_batch`` real images per class (fewer when a class holds fewer), takes the
+    matching loss of the current stage, optionally privatises its gradient, and steps the
+    images. ``model`` itself is never changed.
+    """
+    if images.shape[0] != labels.shape[0] or images.shape[0] == 0:
+        raise FrdError(f"need as many labels as images and at least one of each, got "
+                       f"{images.shape[0]} images and {labels.shape[0]} labels")
+    classes = tuple(int(c) for c in torch.unique(labels))
+    real_by_class = [images[labels == c] for c in classes]
+    syn = init_synthetic(real_by_class, config.ipc, config.init, generator).requires_grad_(True)
+    optimizer = torch.optim.SGD([syn], lr=config.image_lr, momentum=config.image_momentum)
+    num_layers = _num_layers(model, images[:1])
+    for it in range(config.iterations):
+        sampled = sample_model_on_error_ball(model, radius, generator).eval()
+        real = [x[torch.randperm(x.shape[0], generator=generator)[:config.real_batch]]
+                for x in real_by_class]
+        layers = matched_layers(config.matching, num_layers, it, config.iterations)
+        loss = distribution_matching_loss(sampled, real, list(syn.split(config.ipc)), layers)
+        (grad,) = torch.autograd.grad(loss, syn)
+        if config.dp is not None:
+            grad = clip_and_noise(grad, config.dp.clip_norm, config.dp.noise, syn.shape[0], generator)
+        syn.grad = grad
+        optimizer.step()
+    return SyntheticSet(syn.detach(), classes)
+
+
+def _num_layers(model: nn.Module, x: torch.Tensor) -> int:
+    """J, probed on an eval-mode copy so the caller's model (mode, norm statistics) is untouched."""
+    with torch.no_grad():
+        return len(_layer_outputs(copy.deepcopy(model).eval(), x))
+
+
+def _layer_outputs(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    if not hasattr(model, "layer_outputs"):
+        raise FrdError(f"{type(model).__name__} has no layer_outputs(x) method: distribution "
+                       "matching needs each block's output and the logits")
+    return list(model.layer_outputs(x))
