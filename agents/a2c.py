@@ -31,6 +31,7 @@ class A2CConfig:
     failure_reward: float | None = None  # training reward at a failure (termination); None = env's
     distill_epochs: int = 1          # passes over a downloaded memory (PD, FRD)
     distill_batch: int = 64          # minibatch size of that distillation
+    distill_lr: float | None = None  # learning rate of distillation steps; None = actor_lr
 
 
 RECIPES = {
@@ -83,9 +84,12 @@ class Rollout:
 class A2CPopulation:
     """Actor and critic per lane; acting, learning and distilling for all lanes in one call."""
 
-    def __init__(self, lane_seeds: Sequence[int], obs_dim: int, n_actions: int, config: A2CConfig) -> None:
+    def __init__(self, lane_seeds: Sequence[int], obs_dim: int, n_actions: int, config: A2CConfig,
+                 init_seeds: Sequence[int] | None = None) -> None:
+        """``lane_seeds`` drive each lane's action sampling; ``init_seeds`` (default: the same)
+        its initial weights, so lanes given one init seed start from identical networks."""
         self.config = config
-        gens = [torch.Generator().manual_seed(int(s)) for s in lane_seeds]
+        gens = [torch.Generator().manual_seed(int(s)) for s in (init_seeds or lane_seeds)]
         h = config.hidden
         self.actor = StackedMLP(gens, (obs_dim, h, h, n_actions), config.activation, output_gain=0.01)
         self.critic = StackedMLP(gens, (obs_dim, h, h, 1), config.activation, output_gain=1.0)
@@ -175,6 +179,7 @@ class A2CPopulation:
         mask[rows_t] = True
         x_all, p_all = torch.as_tensor(states, dtype=torch.float32), torch.as_tensor(target_probs, dtype=torch.float32)
         batch = self.config.distill_batch
+        self.actor_opt.set_lr(self.config.distill_lr or self.config.actor_lr)
         for _ in range(self.config.distill_epochs):
             losses = []
             order = torch.from_numpy(rng.permutation(len(x_all)))
@@ -186,6 +191,7 @@ class A2CPopulation:
                 loss.sum().backward()
                 self.actor_opt.step(mask)
                 losses.append(float(loss.detach().mean()))
+        self.actor_opt.set_lr(self.config.actor_lr)
         return float(np.mean(losses)) if losses else 0.0
 
     @torch.no_grad()

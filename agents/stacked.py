@@ -8,9 +8,14 @@ layer's gradient), and the optimizer and the clip work on two big tensors, not m
 """
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 import torch
+
+# A width-1 output layer's bias view ([L, 1, 1], row stride N) is not "dense", so autograd warns
+# that its gradient view is not contiguous; it still accumulates in place (tested), only slower.
+warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout contract")
 
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
 
@@ -93,6 +98,10 @@ class LaneAdam:
         rows = [self.net.data[lane] for lane in range(self.net.data.shape[0])]
         self.opt = torch.optim.Adam(rows, lr=self.lr, fused=True)
         return rows, None
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.opt.param_groups:
+            group["lr"] = lr
 
     def step(self, mask: torch.Tensor) -> None:
         """One Adam step for the lanes where ``mask`` is true; gradients are then cleared."""

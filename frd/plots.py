@@ -50,14 +50,14 @@ def plot_mission(episodes: pd.DataFrame, runs: pd.DataFrame, path: Path, window:
 
 
 def plot_payload(runs: pd.DataFrame, path: Path) -> None:
-    """Bits up and down per round and in total until the mission, median over seeds."""
+    """Bits up and down per agent and round, and in total until the mission; median over seeds."""
     exchanging = runs[runs["rounds"] > 0]
     if exchanging.empty:
         return
-    per_round = exchanging.assign(up=exchanging["bits_up"] / exchanging["rounds"],
-                                  down=exchanging["bits_down"] / exchanging["rounds"])
+    agent_rounds = exchanging["rounds"] * exchanging["n_agents"]
+    per_round = exchanging.assign(up=exchanging["bits_up"] / agent_rounds, down=exchanging["bits_down"] / agent_rounds)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, frame, cols, title in ((axes[0], per_round, ["up", "down"], "per round"),
+    for ax, frame, cols, title in ((axes[0], per_round, ["up", "down"], "per agent and round"),
                                   (axes[1], exchanging, ["bits_up", "bits_down"], "total until the mission")):
         med = frame.groupby("method", sort=False)[cols].median()
         x = np.arange(len(med))

@@ -46,12 +46,16 @@ class RLConfig:
     frd_weighting: str = "mean"    # FRD server average: mean of agents' means, or count-weighted
     frl_critic: bool = False       # FRL averages the critic too
     channel: str = "ideal"         # channel model of every transfer (frd.channel.CHANNELS)
+    distill_epochs: int = 1        # PD/FRD: passes over the downloaded memory
+    distill_batch: int = 64        # PD/FRD: minibatch of that distillation
+    distill_lr: float | None = None  # PD/FRD: learning rate of distillation; None = the actor's
     threads: int = 1               # torch threads (1 is fastest below ~256 lanes here)
 
     def validate(self) -> None:
         for name, value in (("agents", self.agents), ("seeds", self.seeds), ("max-episodes", self.max_episodes),
                             ("period", self.period), ("window", self.window), ("grid", self.grid),
-                            ("hidden", self.hidden), ("threads", self.threads)):
+                            ("hidden", self.hidden), ("threads", self.threads),
+                            ("distill-epochs", self.distill_epochs), ("distill-batch", self.distill_batch)):
             if value < 1:
                 raise FrdError(f"--{name} must be at least 1, got {value}")
         if not self.methods:
@@ -101,8 +105,12 @@ class RLBatch:
         A = config.agents
         lane_seeds = [derive_seed(s, a) for s in seeds for a in range(A)]
         self.env = make_lanes(config.env_id, lane_seeds)
-        a2c = recipe(config.recipe, hidden=config.hidden, activation=config.activation)
-        self.pop = A2CPopulation(lane_seeds, self.env.obs_dim, self.env.n_actions, a2c)
+        a2c = recipe(config.recipe, hidden=config.hidden, activation=config.activation,
+                     distill_epochs=config.distill_epochs, distill_batch=config.distill_batch,
+                     distill_lr=config.distill_lr)
+        # Every agent of a run starts from the same networks, as from a server's initial model.
+        init_seeds = [derive_seed(s, 0x1417) for s in seeds for _ in range(A)]
+        self.pop = A2CPopulation(lane_seeds, self.env.obs_dim, self.env.n_actions, a2c, init_seeds)
         self.rows = np.arange(len(lane_seeds))      # population row → env lane
         self.runs = [RunState(s, np.arange(i * A, (i + 1) * A), [MissionWindow(config.target, config.window)
                                                                   for _ in range(A)]) for i, s in enumerate(seeds)]

@@ -50,9 +50,17 @@ def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
             "env steps": quartiles(g["mission_env_steps"]),
             "seconds": quartiles(g["wall_seconds"] + g["comm_seconds"]),
             "rounds": quartiles(g["rounds"]),
-            "bits up/round": quartiles(g["bits_up"] / rounds),
-            "bits down/round": quartiles(g["bits_down"] / rounds),
+            "bits up/agent/round": quartiles(g["bits_up"] / rounds / agents),
+            "bits down/agent/round": quartiles(g["bits_down"] / rounds / agents),
             "bits up total": quartiles(g["bits_up"]),
             "bits down total": quartiles(g["bits_down"]),
         })
     return pd.DataFrame(rows)
+
+
+def quartile_columns(frame: pd.DataFrame, by: list[str], column: str, name: str | None = None) -> pd.DataFrame:
+    """Numeric 25 %, median and 75 % of ``column`` per group, for CSV summaries and plots."""
+    name = name or column
+    g = frame.groupby(by, sort=False)[column]
+    return pd.DataFrame({f"{name}_q25": g.quantile(0.25), f"{name}_median": g.median(),
+                         f"{name}_q75": g.quantile(0.75)}).reset_index()

@@ -135,3 +135,15 @@ def test_recipes_take_a_learning_step(name):
     _fill_rollout(pop, T=pop.config.n_steps, valid_share=1.0)
     pop.learn()
     assert pop.rollout.t == 0 and not torch.equal(before, pop.actor.weights[0].detach())
+
+
+def test_every_layer_gradient_stays_a_view_of_the_flat_buffer():
+    """Including the width-1 critic output, whose bias view makes autograd warn."""
+    net = StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2)], (3, 4, 1), "tanh", 1.0)
+    x = torch.randn(2, 5, 3)
+    net(x).sum().backward()
+    for p in net.weights + net.biases:
+        assert p.grad._base is net.grad
+    first = net.grad.clone()
+    net(x).sum().backward()  # a second backward adds to the same buffer
+    torch.testing.assert_close(net.grad, 2 * first)

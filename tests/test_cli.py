@@ -44,4 +44,4 @@ def test_compare_prints_a_table_per_method(tmp_path, capsys):
                  "--period", "2", "--hidden", "8", "--no-progress", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "== frd (2 agents, 2 runs) ==" in out and "== independent (2 agents, 2 runs) ==" in out
-    assert "bits up/round" in out
+    assert "bits up/agent/round" in out
