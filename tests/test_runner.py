@@ -106,3 +106,9 @@ def test_generic_env_path_runs_acrobot_lanes():
     assert not run["completed"] and run["rounds"] == 1 and run["mission_episodes"] == 2
     up = tables["ledger"].query("direction == 'up'")
     assert (up["bits"] == up["entries"] * (6 + 3) * 32).all()  # d = 6, |A| = 3, paper codec
+
+
+def test_agents_of_a_run_share_initial_weights_runs_do_not():
+    batch = RLBatch(RLConfig(agents=2, hidden=8), get_method("frl"), [0, 1])
+    actor = batch.pop.actor.data
+    assert np.array_equal(actor[0], actor[1]) and not np.array_equal(actor[0], actor[2])
