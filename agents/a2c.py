@@ -31,7 +31,7 @@ class A2CConfig:
     failure_reward: float | None = None  # training reward at a failure (termination); None = env's
     distill_epochs: int = 1          # passes over a downloaded memory (PD, FRD)
     distill_batch: int = 64          # minibatch size of that distillation
-    distill_lr: float | None = None  # learning rate of distillation steps; None = actor_lr
+    distill_lr: float | None = None  # learning rate of the distillation optimizer; None = actor_lr
 
 
 RECIPES = {
@@ -95,6 +95,9 @@ class A2CPopulation:
         self.critic = StackedMLP(gens, (obs_dim, h, h, 1), config.activation, output_gain=1.0)
         self.actor_opt = LaneAdam(self.actor, config.actor_lr)
         self.critic_opt = LaneAdam(self.critic, config.critic_lr)
+        # Distillation gets its own Adam: its cross-entropy gradients would otherwise inflate the
+        # RL optimizer's second moments and shrink every RL step for ~1/(1-β2) updates.
+        self.distill_opt = LaneAdam(self.actor, config.distill_lr or config.actor_lr)
         self.rollout = Rollout(config.n_steps, len(lane_seeds), obs_dim)
         self._rngs = [np.random.default_rng(int(s) ^ 0x5EED) for s in lane_seeds]
         self._uniforms = np.empty((len(lane_seeds), 0))
@@ -171,7 +174,7 @@ class A2CPopulation:
                 rng: np.random.Generator) -> float:
         """Fit the actors of ``rows`` to a memory: minimise −Σ_a π_target(a|s) log π_θ(a|s).
 
-        ``distill_epochs`` passes in shuffled minibatches with the actor's optimizer; returns
+        ``distill_epochs`` passes in shuffled minibatches with the distillation optimizer; returns
         the mean cross-entropy of the last pass.
         """
         rows_t = torch.as_tensor(list(rows), dtype=torch.long)
@@ -179,7 +182,6 @@ class A2CPopulation:
         mask[rows_t] = True
         x_all, p_all = torch.as_tensor(states, dtype=torch.float32), torch.as_tensor(target_probs, dtype=torch.float32)
         batch = self.config.distill_batch
-        self.actor_opt.set_lr(self.config.distill_lr or self.config.actor_lr)
         for _ in range(self.config.distill_epochs):
             losses = []
             order = torch.from_numpy(rng.permutation(len(x_all)))
@@ -189,9 +191,8 @@ class A2CPopulation:
                 logp = torch.log_softmax(self.actor(x, rows_t), -1)
                 loss = -(p_all[idx] * logp).sum(-1).mean(-1)
                 loss.sum().backward()
-                self.actor_opt.step(mask)
+                self.distill_opt.step(mask)
                 losses.append(float(loss.detach().mean()))
-        self.actor_opt.set_lr(self.config.actor_lr)
         return float(np.mean(losses)) if losses else 0.0
 
     @torch.no_grad()
@@ -218,7 +219,7 @@ class A2CPopulation:
         """Keep only ``rows`` (in that order); call between updates."""
         self.learn()
         rows_t = torch.as_tensor(list(rows), dtype=torch.long)
-        for part in (self.actor, self.critic, self.actor_opt, self.critic_opt, self.rollout):
+        for part in (self.actor, self.critic, self.actor_opt, self.critic_opt, self.distill_opt, self.rollout):
             part.keep(rows_t)
         self._rngs = [self._rngs[i] for i in rows]
         self._uniforms = self._uniforms[list(rows)]

@@ -99,10 +99,6 @@ class LaneAdam:
         self.opt = torch.optim.Adam(rows, lr=self.lr, fused=True)
         return rows, None
 
-    def set_lr(self, lr: float) -> None:
-        for group in self.opt.param_groups:
-            group["lr"] = lr
-
     def step(self, mask: torch.Tensor) -> None:
         """One Adam step for the lanes where ``mask`` is true; gradients are then cleared."""
         flags = mask.tolist()

@@ -178,3 +178,18 @@ def make_channel(name: str, seed: int, **options) -> Channel:
     if name not in CHANNELS:
         raise FrdError(f"unknown channel {name!r}; choose one of {', '.join(sorted(CHANNELS))}")
     return CHANNELS[name](seed, **options)
+
+
+def parse_channel_option(text: str) -> tuple[str, float | bool | str]:
+    """``p_up_dbm=15`` → a number, ``fading=false`` → a flag, ``preset=symmetric`` → a word."""
+    import argparse
+
+    name, sep, value = text.partition("=")
+    if not (name and sep and value):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    if value.lower() in ("true", "false"):
+        return name, value.lower() == "true"
+    try:
+        return name, float(value)
+    except ValueError:
+        return name, value

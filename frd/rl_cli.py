@@ -6,6 +6,7 @@ from dataclasses import fields
 
 import pandas as pd
 
+from frd.channel import parse_channel_option
 from frd.rl_experiment import run_experiment
 from frd.rl_methods import METHODS
 from frd.rl_runner import RLConfig
@@ -40,7 +41,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--distill-epochs", type=int, default=d.distill_epochs, help="PD/FRD passes over the memory")
     p.add_argument("--distill-batch", type=int, default=d.distill_batch, help="PD/FRD distillation minibatch")
     p.add_argument("--distill-lr", type=float, default=d.distill_lr, help="PD/FRD distillation learning rate")
-    p.add_argument("--channel", default=d.channel, help="channel model of every transfer")
+    p.add_argument("--channel", default=d.channel, help="channel model of every transfer: ideal or wireless[-symmetric]")
+    p.add_argument("--channel-opt", dest="channel_options", type=parse_channel_option, action="append", default=[],
+                   metavar="NAME=VALUE", help="override a channel parameter, e.g. p_up_dbm=15 (repeatable)")
     p.add_argument("--threads", type=int, default=d.threads, help="torch threads")
     p.add_argument("--out", required=True, help="results folder (rerun the same command to resume)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -48,7 +51,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def _config(args: argparse.Namespace, methods: tuple[str, ...]) -> RLConfig:
     names = {f.name for f in fields(RLConfig)} - {"methods"}
-    return RLConfig(methods=methods, **{k: v for k, v in vars(args).items() if k in names})
+    values = {k: v for k, v in vars(args).items() if k in names}
+    return RLConfig(methods=methods, **{**values, "channel_options": tuple(args.channel_options)})
 
 
 def _run(args: argparse.Namespace, methods: tuple[str, ...]) -> int:

@@ -46,6 +46,7 @@ class RLConfig:
     frd_weighting: str = "mean"    # FRD server average: mean of agents' means, or count-weighted
     frl_critic: bool = False       # FRL averages the critic too
     channel: str = "ideal"         # channel model of every transfer (frd.channel.CHANNELS)
+    channel_options: tuple = ()    # (name, value) overrides of the channel's parameters
     distill_epochs: int = 1        # PD/FRD: passes over the downloaded memory
     distill_batch: int = 64        # PD/FRD: minibatch of that distillation
     distill_lr: float | None = None  # PD/FRD: learning rate of distillation; None = the actor's
@@ -71,7 +72,7 @@ class RLConfig:
         env = check_env_id(self.env_id)
         if any(m.needs_grid for m in methods):
             grid_for(self.env_id, env.observation_space, self.grid, self.grid_bounds)
-        make_channel(self.channel, 0)
+        make_channel(self.channel, 0, **dict(self.channel_options))
 
     def resume_key(self) -> dict:
         """What must match to resume a folder: everything but the seeds and the method list."""
@@ -114,7 +115,8 @@ class RLBatch:
         self.rows = np.arange(len(lane_seeds))      # population row → env lane
         self.runs = [RunState(s, np.arange(i * A, (i + 1) * A), [MissionWindow(config.target, config.window)
                                                                   for _ in range(A)]) for i, s in enumerate(seeds)]
-        self.channels = [make_channel(config.channel, derive_seed(s, 0xC4A)) for s in seeds]
+        self.channels = [make_channel(config.channel, derive_seed(s, 0xC4A), **dict(config.channel_options))
+                         for s in seeds]
         L = len(lane_seeds)
         self.active = np.ones(L, bool)       # lanes that step now
         self.waiting = np.zeros(L, bool)     # lanes at the exchange barrier

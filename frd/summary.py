@@ -49,6 +49,7 @@ def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
             "episodes 95% CI": f"{_fmt(lo)}–{_fmt(hi)}",
             "env steps": quartiles(g["mission_env_steps"]),
             "seconds": quartiles(g["wall_seconds"] + g["comm_seconds"]),
+            "comm seconds": quartiles(g["comm_seconds"]),
             "rounds": quartiles(g["rounds"]),
             "bits up/agent/round": quartiles(g["bits_up"] / rounds / agents),
             "bits down/agent/round": quartiles(g["bits_down"] / rounds / agents),

@@ -147,3 +147,15 @@ def test_every_layer_gradient_stays_a_view_of_the_flat_buffer():
     first = net.grad.clone()
     net(x).sum().backward()  # a second backward adds to the same buffer
     torch.testing.assert_close(net.grad, 2 * first)
+
+
+def test_distillation_leaves_the_rl_optimizer_state_alone():
+    pop = A2CPopulation([1, 2], 4, 2, recipe("nstep", hidden=8))
+    _fill_rollout(pop, T=8, valid_share=1.0)
+    pop.learn()
+    before = {id(p): {k: v.clone() for k, v in s.items()} for p, s in pop.actor_opt.opt.state.items()}
+    rng = np.random.default_rng(0)
+    pop.distill([0, 1], rng.normal(size=(64, 4)).astype(np.float32), np.full((64, 2), 0.5, np.float32), rng)
+    for p, state in pop.actor_opt.opt.state.items():
+        for k, v in state.items():
+            assert torch.equal(v, before[id(p)][k])
