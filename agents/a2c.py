@@ -31,7 +31,7 @@ class A2CConfig:
     failure_reward: float | None = None  # training reward at a failure (termination); None = env's
     distill_epochs: int = 1          # passes over a downloaded memory (PD, FRD)
     distill_batch: int = 64          # minibatch size of that distillation
-    distill_lr: float | None = None  # learning rate of the distillation optimizer; None = actor_lr
+    distill_lr: float = 1e-4         # learning rate of the distillation optimizer (own Adam)
 
 
 RECIPES = {
@@ -97,7 +97,7 @@ class A2CPopulation:
         self.critic_opt = LaneAdam(self.critic, config.critic_lr)
         # Distillation gets its own Adam: its cross-entropy gradients would otherwise inflate the
         # RL optimizer's second moments and shrink every RL step for ~1/(1-β2) updates.
-        self.distill_opt = LaneAdam(self.actor, config.distill_lr or config.actor_lr)
+        self.distill_opt = LaneAdam(self.actor, config.distill_lr)
         self.rollout = Rollout(config.n_steps, len(lane_seeds), obs_dim)
         self._rngs = [np.random.default_rng(int(s) ^ 0x5EED) for s in lane_seeds]
         self._uniforms = np.empty((len(lane_seeds), 0))

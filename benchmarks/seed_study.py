@@ -60,14 +60,14 @@ def _errorbars(ax, table: pd.DataFrame, x: str, y: str, label: str) -> None:
                 marker="o", capsize=3, label=label)
 
 
-def part_a_b(base: RLConfig, work: Path, out: Path) -> None:
-    runs = pd.concat([runs_of(replace(base, methods=METHODS, agents=n), work / f"agents{n}") for n in AGENTS])
+def part_a_b(base: RLConfig, work: Path, out: Path, agents: tuple[int, ...] = AGENTS) -> None:
+    runs = pd.concat([runs_of(replace(base, methods=METHODS, agents=n), work / f"agents{n}") for n in agents])
     table = mission_table(runs, ["method", "n_agents"])
     table.to_csv(out / "seed_study_agents.csv", index=False)
     fig, ax = plt.subplots(figsize=(6, 4))
     for method in METHODS:
         _errorbars(ax, table[table.method == method], "n_agents", "mission_episodes", method)
-    ax.set(xlabel="agents", ylabel="episodes to mission (median, 25–75 %)", xticks=AGENTS,
+    ax.set(xlabel="agents", ylabel="episodes to mission (median, 25–75 %)", xticks=agents,
            title=f"mission completion time, {base.seeds} seeds")
     ax.legend()
     fig.tight_layout()
@@ -135,6 +135,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parts", nargs="+", default=["a", "c", "d"], help="a (includes b), c, d")
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--agents", type=int, nargs="+", default=list(AGENTS), help="agent counts of part a")
     parser.add_argument("--hidden-seeds", type=int, default=10, help="seeds per width in part d")
     parser.add_argument("--max-episodes", type=int, default=RLConfig.max_episodes, help="episode cap per agent")
     parser.add_argument("--work", default="results/seed_study", help="raw runs (resumable)")
@@ -144,7 +145,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     base = RLConfig(seeds=args.seeds, max_episodes=args.max_episodes)
     if "a" in args.parts or "b" in args.parts:
-        part_a_b(base, work, out)
+        part_a_b(base, work, out, tuple(args.agents))
     if "c" in args.parts:
         part_c(base, work, out)
     if "d" in args.parts:

@@ -40,7 +40,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--frl-critic", action="store_true", help="FRL averages the critic too")
     p.add_argument("--distill-epochs", type=int, default=d.distill_epochs, help="PD/FRD passes over the memory")
     p.add_argument("--distill-batch", type=int, default=d.distill_batch, help="PD/FRD distillation minibatch")
-    p.add_argument("--distill-lr", type=float, default=d.distill_lr, help="PD/FRD distillation learning rate")
+    p.add_argument("--distill-lr", type=float, default=d.distill_lr, help="PD/FRD distillation learning rate (own Adam)")
     p.add_argument("--channel", default=d.channel, help="channel model of every transfer: ideal or wireless[-symmetric]")
     p.add_argument("--channel-opt", dest="channel_options", type=parse_channel_option, action="append", default=[],
                    metavar="NAME=VALUE", help="override a channel parameter, e.g. p_up_dbm=15 (repeatable)")

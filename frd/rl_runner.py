@@ -49,7 +49,7 @@ class RLConfig:
     channel_options: tuple = ()    # (name, value) overrides of the channel's parameters
     distill_epochs: int = 1        # PD/FRD: passes over the downloaded memory
     distill_batch: int = 64        # PD/FRD: minibatch of that distillation
-    distill_lr: float | None = None  # PD/FRD: learning rate of distillation; None = the actor's
+    distill_lr: float = 1e-4       # PD/FRD: learning rate of the distillation optimizer
     threads: int = 1               # torch threads (1 is fastest below ~256 lanes here)
 
     def validate(self) -> None:
