@@ -27,9 +27,13 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True)
     try:
         with tqdm(total=total, initial=total - sum(map(len, todo.values())), desc="runs", unit="run",
                   disable=not progress) as bar:
+            def finished(tables: dict[str, pd.DataFrame]) -> None:
+                store.save_run(tables)
+                bar.update()
+
             for method, pending in todo.items():
                 bar.set_postfix_str(method)
-                simulate(config, method, pending, store.save_run, bar.update)
+                simulate(config, method, pending, finished, bar.set_postfix_str)
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished run
     return report(store, config)

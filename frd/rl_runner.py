@@ -130,9 +130,10 @@ class RLBatch:
                      if method.needs_grid else None)
 
     def run(self, on_finished: Callable[[dict[str, pd.DataFrame]], None],
-            on_progress: Callable[[], None] = lambda: None) -> None:
+            on_status: Callable[[str], None] = lambda text: None) -> None:
+        """Step until every run has finished; ``on_status`` hears how far the live runs are."""
         obs = self.env.reset()
-        tick = time.perf_counter()
+        tick = last_status = time.perf_counter()
         while not all(r.finished for r in self.runs):
             rows_obs = obs[self.rows]
             actions, probs = self.pop.act(rows_obs)
@@ -149,7 +150,7 @@ class RLBatch:
             self.score += out.reward
             self.env_steps += stepping
             for lane in np.flatnonzero((out.terminated | out.truncated) & stepping):
-                self._end_episode(lane, on_finished, on_progress)
+                self._end_episode(lane, on_finished)
             obs = out.obs
             if self.pop.rollout.t == 0:  # an update just happened: a safe point for rounds
                 now = time.perf_counter()
@@ -157,6 +158,11 @@ class RLBatch:
                 self._exchange_rounds()
                 self._compact()
                 tick = time.perf_counter()
+                if tick - last_status > 1.0:
+                    live = [l for r in self.runs if not r.finished for l in r.lanes]
+                    on_status(f"{self.method.name}: episode ~{int(np.median(self.episode[live]))} "
+                              f"in {len(live) // self.config.agents} live runs")
+                    last_status = tick
 
     def _charge_compute(self, seconds: float) -> None:
         """Split the batch's compute time over live runs by their share of lanes."""
@@ -164,7 +170,7 @@ class RLBatch:
         for run in live:
             run.compute_s += seconds / len(live)
 
-    def _end_episode(self, lane: int, on_finished, on_progress) -> None:
+    def _end_episode(self, lane: int, on_finished) -> None:
         cfg, A = self.config, self.config.agents
         run, agent = self.runs[lane // A], lane % A
         score, self.score[lane] = self.score[lane], 0.0
@@ -172,12 +178,10 @@ class RLBatch:
         run.episodes.append((agent, int(self.episode[lane]), float(score), int(self.env_steps[lane])))
         if run.windows[agent].add(score):
             self._finish(run, completed_by=agent, on_finished=on_finished)
-            on_progress()
         elif self.episode[lane] >= cfg.max_episodes:
             self.capped[lane], self.active[lane] = True, False
             if self.capped[run.lanes].all():
                 self._finish(run, completed_by=None, on_finished=on_finished)
-                on_progress()
         elif self.method.exchange is not None and self.episode[lane] % cfg.period == 0:
             self.waiting[lane], self.active[lane] = True, False
 
@@ -232,10 +236,10 @@ class RLBatch:
 
 def simulate(config: RLConfig, method: str, seeds: list[int],
              on_finished: Callable[[dict[str, pd.DataFrame]], None],
-             on_progress: Callable[[], None] = lambda: None) -> None:
+             on_status: Callable[[str], None] = lambda text: None) -> None:
     """Run ``seeds`` of ``method`` as one batch; ``on_finished`` receives each run's tables."""
     if not seeds:
         return
     torch.set_num_threads(config.threads)
     torch.set_flush_denormal(True)
-    RLBatch(config, get_method(method), seeds).run(on_finished, on_progress)
+    RLBatch(config, get_method(method), seeds).run(on_finished, on_status)

@@ -65,13 +65,13 @@ def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkey
 
     real = experiment.simulate
 
-    def interrupted(config, method, seeds, on_finished, on_progress):
+    def interrupted(config, method, seeds, on_finished, on_status):
         if method == "pd":  # the independent runs are saved, then Ctrl-C during pd
             def save_then_stop(tables):
                 on_finished(tables)
                 raise KeyboardInterrupt
-            return real(config, method, seeds, save_then_stop, on_progress)
-        return real(config, method, seeds, on_finished, on_progress)
+            return real(config, method, seeds, save_then_stop, on_status)
+        return real(config, method, seeds, on_finished, on_status)
 
     monkeypatch.setattr(experiment, "simulate", interrupted)
     with pytest.raises(KeyboardInterrupt):
