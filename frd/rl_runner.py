@@ -159,13 +159,17 @@ class RLBatch:
                 self._compact()
                 tick = time.perf_counter()
                 if tick - last_status > 1.0:
-                    live = [l for r in self.runs if not r.finished for l in r.lanes]
-                    on_status(f"{self.method.name}: episode ~{int(np.median(self.episode[live]))} "
-                              f"in {len(live) // self.config.agents} live runs")
+                    self._report_status(on_status)
                     last_status = tick
 
+    def _report_status(self, on_status: Callable[[str], None]) -> None:
+        live = [lane for r in self.runs if not r.finished for lane in r.lanes]
+        if live:
+            on_status(f"{self.method.name}: episode ~{int(np.median(self.episode[live]))} "
+                      f"in {len(live) // self.config.agents} live runs")
+
     def _charge_compute(self, seconds: float) -> None:
-        """Split the batch's compute time over live runs by their share of lanes."""
+        """Split the batch's compute time equally over the live runs (each has the same lanes)."""
         live = [r for r in self.runs if not r.finished]
         for run in live:
             run.compute_s += seconds / len(live)
