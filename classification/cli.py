@@ -55,6 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, help=f"local minibatch (default {d.batch_size})")
     p.add_argument("--lr", type=float, help=f"SGD learning rate (default {d.lr})")
     p.add_argument("--beta", type=float, help=f"FD distillation weight (default {d.beta})")
+    p.add_argument("--gamma", type=float, help=f"MixFLD/Mix2FLD mixing ratio in (0, 0.5) (default {d.gamma})")
+    p.add_argument("--n-mix", type=int, metavar="N", help=f"FLD family: seed samples per device (default {d.n_mix})")
+    p.add_argument("--n-inv", type=int, metavar="N", help="Mix2FLD: inverse-mixed samples in all (default: every one the uploads allow)")
+    p.add_argument("--n-s", type=int, metavar="N", help=f"Mix2FLD: mixed samples per inverse-Mixup group (default {d.n_s})")
+    p.add_argument("--server-iterations", type=int, metavar="N",
+                   help=f"FLD family: server KD iterations per round (default {d.server_iterations}; paper 3200)")
+    p.add_argument("--server-lr", type=float, help=f"FLD family: server KD step size (default {d.server_lr})")
     p.add_argument("--reference-device", type=int, help=f"device evaluated each round (default {d.reference_device})")
     p.add_argument("--channel", choices=list(CHANNELS), help=f"channel model (default {d.channel})")
     p.add_argument("--channel-opt", dest="channel_options", type=_channel_option, action="append", metavar="NAME=VALUE",

@@ -7,9 +7,14 @@ from frd.errors import FrdError
 from classification.partitions import PartitionSpec
 
 PAPER = {"dataset": "mnist", "devices": 10, "samples_per_device": 500, "rounds": 16,
-         "iterations_per_round": 400, "lr": 0.01, "beta": 0.01}
+         "iterations_per_round": 400, "lr": 0.01, "beta": 0.01, "server_iterations": 3200, "server_lr": 0.05}
 """The Mix2FLD letter's simulation parameters [seed 003]: K = 6,400 local iterations, split
-[ours] into 16 rounds × 400; η = 0.01; β = 0.01; 10 devices × 500 MNIST samples."""
+[ours] into 16 rounds × 400; K_s = 3,200 server KD iterations per global update; η = 0.01;
+ε = 0.05 (read as the server's KD step size); β = 0.01; 10 devices × 500 MNIST samples."""
+
+SEED_SAMPLE_FIELDS = ("gamma", "n_mix", "n_inv", "n_s", "server_iterations", "server_lr")
+"""Options of FLD / MixFLD / Mix2FLD, added after the first results were saved: left out of the
+resume key while at their defaults, so folders of earlier FL / FD runs still resume."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,19 @@ class ClsConfig:
     """SGD learning rate η [seed 003: 0.01]."""
     beta: float = 0.01
     """Weight β of the distillation term in FD's local loss [seed 003: 0.01]."""
+    gamma: float = 0.2
+    """MixFLD / Mix2FLD mixing ratio γ in (0, 0.5) [seed: γ ∈ (0, 0.5); the value is ours]."""
+    n_mix: int = 10
+    """FLD / MixFLD / Mix2FLD: seed samples each device uploads once (raw or mixed) [seed 003: 10 or 50]."""
+    n_inv: int | None = None
+    """Mix2FLD: inverse-mixed samples the server makes, in all [seed 003: 10, 20, 50 or 100]; None: every
+    one it can (at least one). More than the uploads that arrived allow is an error."""
+    n_s: int = 2
+    """Mix2FLD: mixed samples (of n_s different devices) per inverse-Mixup group [seed: 2]."""
+    server_iterations: int = 800
+    """FLD family: server KD iterations per global update [paper K_s = 3,200; scaled down 4× like K]."""
+    server_lr: float = 0.05
+    """FLD family: server KD step size [seed 003 lists ε = 0.05 without defining it; this is our reading]."""
     reference_device: int = 0
     """The device whose model is evaluated each round [seed 003: a randomly selected device]."""
     channel: str = "ideal"
@@ -82,10 +100,21 @@ class ClsConfig:
             raise FrdError(f"--alpha must be > 0, got {self.alpha}; try 0.5 (mild) or 0.1 (strong label skew)")
         if self.lr <= 0 or self.beta < 0:
             raise FrdError(f"need --lr > 0 and --beta >= 0, got lr={self.lr}, beta={self.beta}")
+        self._check_seed_samples()
         if self.samples_per_device is not None and self.samples_per_device < 1:
             raise FrdError(f"--samples-per-device must be at least 1, got {self.samples_per_device}")
         if not 0 <= self.reference_device < self.devices:
             raise FrdError(f"--reference-device must be a device index in 0..{self.devices - 1}, got {self.reference_device}")
+
+    def _check_seed_samples(self) -> None:
+        from classification.mixup import check_gamma
+
+        check_gamma(self.gamma)
+        for name, low in (("n_mix", 1), ("n_inv", 1), ("n_s", 2), ("server_iterations", 0)):
+            if getattr(self, name) is not None and getattr(self, name) < low:
+                raise FrdError(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(self, name)}")
+        if self.server_lr <= 0:
+            raise FrdError(f"--server-lr must be > 0, got {self.server_lr}")
 
     def _check_names(self) -> None:
         from frd.channel import CHANNELS
@@ -111,4 +140,5 @@ class ClsConfig:
 
     def resume_key(self) -> dict:
         """Everything that must match to resume a results folder: all but the number of seeds."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seeds"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seeds"
+                and not (f.name in SEED_SAMPLE_FIELDS and getattr(self, f.name) == f.default)}
