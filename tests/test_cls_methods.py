@@ -131,12 +131,6 @@ def test_a_lost_upload_is_in_the_ledger_and_out_of_the_average(digits, monkeypat
     assert (ledger["direction"] == "down").sum() == 6, "everyone still downloads the average"
 
 
-def test_every_registered_method_runs_the_shared_loop(digits):
-    for name in METHODS:
-        assert len(run_seed(ClsConfig(method=name, rounds=1, iterations_per_round=1, devices=2), 0,
-                            digits)["runs"]) == 1
-
-
 @pytest.mark.parametrize("field, value", [("method", "fedprox"), ("dataset", "svhn"), ("partition", "shards"),
                                           ("model", "resnet"), ("channel", "pigeon")])
 def test_unknown_names_in_a_config_are_refused(field, value):
