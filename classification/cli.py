@@ -48,13 +48,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", type=int, metavar="N", help=f"number of devices (default {d.devices})")
     p.add_argument("--samples-per-device", type=int, metavar="N",
                    help="local samples (default 500, or the most the pool can serve)")
-    p.add_argument("--model", choices=["auto", *MODELS], help="architecture (default auto: mlp on digits, else cnn)")
-    p.add_argument("--width", type=int, help="model width (default cnn 30, mlp 64, convnet 128)")
+    p.add_argument("--model", choices=["auto", *MODELS],
+                   help="architecture (default auto: convnet for feddm/feddualmatch, else mlp on digits, else cnn)")
+    p.add_argument("--width", type=int, help="model width (default cnn 30, mlp 64, convnet 128; "
+                   "feddm/feddualmatch with the cpu preset 32)")
     p.add_argument("--rounds", type=int, help=f"exchange rounds (default {d.rounds})")
     p.add_argument("--iterations", dest="iterations_per_round", type=int, metavar="N", help=f"local iterations per round (default {d.iterations_per_round}; paper 400)")
     p.add_argument("--batch-size", type=int, help=f"local minibatch (default {d.batch_size})")
     p.add_argument("--lr", type=float, help=f"SGD learning rate (default {d.lr})")
     p.add_argument("--beta", type=float, help=f"FD distillation weight (default {d.beta})")
+    p.add_argument("--ipc", type=int, help=f"feddm/feddualmatch: synthetic images per class (default {d.ipc})")
+    p.add_argument("--distill-preset", choices=["cpu", "paper"],
+                   help=f"feddm/feddualmatch budgets: cpu (scaled down) or paper (GPU scale) (default {d.distill_preset})")
+    p.add_argument("--distill-iterations", type=int, metavar="N", help="feddm/feddualmatch: image updates per round "
+                   "(default: the preset's, cpu 30, paper 20000)")
+    p.add_argument("--server-epochs", type=int, metavar="N", help="feddm/feddualmatch: server epochs T_g on the "
+                   "synthetic data (default: the preset's, cpu 5, paper 300)")
+    p.add_argument("--dp-noise", type=float, metavar="SIGMA", help="feddm/feddualmatch: turn on DP with noise factor σ")
+    p.add_argument("--dp-clip", type=float, metavar="C", help=f"DP clip norm C (default {d.dp_clip})")
     p.add_argument("--gamma", type=float, help=f"MixFLD/Mix2FLD mixing ratio in (0, 0.5) (default {d.gamma})")
     p.add_argument("--n-mix", type=int, metavar="N", help=f"FLD family: seed samples per device (default {d.n_mix})")
     p.add_argument("--n-inv", type=int, metavar="N", help="Mix2FLD: inverse-mixed samples in all (default: every one the uploads allow)")

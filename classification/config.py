@@ -52,9 +52,11 @@ class ClsConfig:
     samples_per_device: int | None = None
     """Local samples per device; None: 500 [seed 003] or the most the pool can serve (digits: 130 IID)."""
     model: str = "auto"
-    """cnn, mlp, convnet or auto (mlp for digits, the seed's cnn otherwise)."""
+    """cnn, mlp, convnet or auto (the method's choice, e.g. convnet for feddm/feddualmatch; else mlp for
+    digits, the seed's cnn otherwise)."""
     width: int | None = None
-    """Model width; None: the model's default (cnn 30 channels, mlp 64 units, convnet 128 channels)."""
+    """Model width; None: the model's default (cnn 30 channels, mlp 64 units, convnet 128 channels; 32 for
+    feddm/feddualmatch under the cpu preset)."""
     rounds: int = 16
     """Exchange rounds [ours: 16, so that 16 × 400 = the paper's K = 6,400]."""
     iterations_per_round: int = 100
@@ -65,6 +67,19 @@ class ClsConfig:
     """SGD learning rate η [seed 003: 0.01]."""
     beta: float = 0.01
     """Weight β of the distillation term in FD's local loss [seed 003: 0.01]."""
+    ipc: int = 10
+    """feddm/feddualmatch: synthetic images per class each client uploads [seed 000: 10]."""
+    distill_preset: str = "cpu"
+    """feddm/feddualmatch budgets: cpu (scaled down) or paper (the published scale, GPU work); see
+    ``DistillConfig.preset`` and ``ServerConfig.preset``."""
+    distill_iterations: int | None = None
+    """feddm/feddualmatch: image updates per client and round; None: the preset's (cpu 30, paper 20,000)."""
+    server_epochs: int | None = None
+    """feddm/feddualmatch: server training epochs T_g on the synthetic data; None: the preset's (cpu 5, paper 300)."""
+    dp_noise: float | None = None
+    """feddm/feddualmatch: DP noise factor σ on the synthetic-set gradient; None: no DP."""
+    dp_clip: float = 1.0
+    """feddm/feddualmatch with DP: clip norm C of that gradient."""
     gamma: float = 0.2
     """MixFLD / Mix2FLD mixing ratio γ in (0, 0.5) [seed: γ ∈ (0, 0.5); the value is ours]."""
     n_mix: int = 10
@@ -103,6 +118,8 @@ class ClsConfig:
         self._check_seed_samples()
         if self.samples_per_device is not None and self.samples_per_device < 1:
             raise FrdError(f"--samples-per-device must be at least 1, got {self.samples_per_device}")
+        if self.ipc < 1 or self.distill_preset not in ("cpu", "paper"):
+            raise FrdError(f"need --ipc >= 1 and --distill-preset cpu or paper, got {self.ipc}, {self.distill_preset!r}")
         if not 0 <= self.reference_device < self.devices:
             raise FrdError(f"--reference-device must be a device index in 0..{self.devices - 1}, got {self.reference_device}")
 

@@ -41,8 +41,10 @@ def _evaluate(ctx: RunContext, method: Method, round_: int, compute_s: float, co
 def run_seed(config: ClsConfig, seed: int, data: Dataset,
              on_round: Callable[[], object] = lambda: None) -> dict[str, pd.DataFrame]:
     """One seed of ``config``: the runs, rounds and ledger tables of that run."""
+    method_class = METHODS[config.method]
+    config = getattr(method_class, "resolve", lambda c: c)(config)  # an entry may be any factory of a Method
     ctx = RunContext.build(config, seed, data)
-    method = METHODS[config.method](ctx)
+    method = method_class(ctx)
     ledger = Ledger()
     channel = make_channel(config.channel, derive_seed(seed, CHANNEL_STREAM), **config.channel_options)
     participants = list(range(config.devices))
@@ -75,7 +77,7 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset,
         devices=config.devices, samples=int(ctx.sample_counts.sum()), parameters=count_parameters(ctx.devices.template),
         rounds=config.rounds, iterations=config.rounds * config.iterations_per_round,
         accuracy=final.get(config.reference_device, np.nan), global_accuracy=final.get(GLOBAL, np.nan),
-        **ledger.totals(ctx.run_id), compute_s=compute_total, comm_s=comm_total)])
+        **ledger.totals(ctx.run_id), compute_s=compute_total, comm_s=comm_total, **method.run_summary())])
     return {"runs": runs, "rounds": rounds, "ledger": ledger.frame()}
 
 

@@ -15,6 +15,7 @@ from torch import nn
 
 from frd.exchange import Exchange
 from frd.payload import Payload
+from classification.config import ClsConfig
 from classification.context import RunContext
 from classification.training import per_device_cross_entropy
 
@@ -24,6 +25,12 @@ GLOBAL = -1
 
 class Method(ABC):
     """Base of every classification method. Override the exchange; override hooks as needed."""
+
+    @classmethod
+    def resolve(cls, config: ClsConfig) -> ClsConfig:
+        """``config`` with what this method decides filled in (e.g. its model for ``--model auto``);
+        default: unchanged."""
+        return config
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -62,6 +69,10 @@ class Method(ABC):
     def global_model(self) -> nn.Module | None:
         """The server's model, if the method keeps one."""
         return None
+
+    def run_summary(self) -> dict[str, float]:
+        """Extra columns of the run's row in runs.csv (e.g. a privacy budget); default none."""
+        return {}
 
     def models_to_evaluate(self) -> dict[int, nn.Module]:
         """Models evaluated after each round, by device id (``GLOBAL`` for the server's):

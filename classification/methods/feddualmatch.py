@@ -1,0 +1,143 @@
+"""FedDualMatch and FedDM [seed 000; SPEC §3]: clients upload distilled synthetic sets instead of weights.
+
+Each round every client rebuilds its synthetic set S_k from its real data by distribution matching
+under a model drawn on the error ball around the global weights it last received
+(:func:`classification.distill_client.distill`); it uploads S_k (float32 images plus its class
+list). The server trains the global model on what arrived
+(:func:`classification.distill_server.server_update`: FedDualMatch with global gradient matching
+and the adaptive radius R_t, FedDM on ∪ S_k with ρ = 5) and broadcasts its weights; FedDualMatch
+also sends R_t (one float32), which the clients need for their next error ball.
+
+Both methods share this exchange; they differ only in their client and server presets.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import ClassVar, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils import parameters_to_vector
+
+from frd.errors import FrdError
+from frd.payload import FLOAT_BITS, Payload
+from classification.config import ClsConfig
+from classification.context import RunContext
+from classification.data import Dataset
+from classification.distill_client import DistillConfig, SyntheticSet, distill
+from classification.distill_server import ServerConfig, server_update
+from classification.dp import DPConfig, client_epsilon
+from classification.methods.base import GLOBAL, Method
+
+CPU_WIDTH = 32
+"""ConvNet channels under the cpu preset when no --width is given [ours; the paper's 128 takes minutes
+per round on a CPU core]."""
+CLIENT_KEY, SERVER_KEY = 0, 1
+"""``ctx.rng`` keys: client d draws from ``(CLIENT_KEY, d)``, the server from ``(SERVER_KEY,)``."""
+
+
+class DatasetDistillation(Method):
+    """The exchange both methods share. Subclasses name their presets (``preset``)."""
+
+    preset: ClassVar[str]
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        if not hasattr(ctx.devices.template, "layer_outputs"):
+            raise FrdError(f"{self.preset} matches per-layer features, which the {ctx.config.model} model "
+                           "does not expose: use --model convnet (or auto)")
+        self.client, self.server_config = self.configs(ctx)
+        self.server = ctx.new_model()
+        first = self.server_config.radius if self.server_config.radius is not None else self.server_config.initial_radius
+        self.radius = [first] * ctx.config.devices  # each client's R, as it last received it
+        self.generators = [_torch_generator(ctx, CLIENT_KEY, d) for d in range(ctx.config.devices)]
+        self.server_generator = _torch_generator(ctx, SERVER_KEY)
+        self.sets: dict[int, SyntheticSet] = {}
+        self.next_radius = first
+        self.distilled_rounds = np.zeros(ctx.config.devices, dtype=int)
+
+    @classmethod
+    def resolve(cls, config: ClsConfig) -> ClsConfig:
+        """``--model auto`` is the DD ConvNet (matching needs every block's output); under the cpu preset
+        its width defaults to ``CPU_WIDTH`` rather than the paper's 128."""
+        model = "convnet" if config.model == "auto" else config.model
+        width = CPU_WIDTH if config.width is None and model == "convnet" and config.distill_preset == "cpu" \
+            else config.width
+        return replace(config, model=model, width=width)
+
+    @classmethod
+    def configs(cls, ctx: RunContext) -> tuple[DistillConfig, ServerConfig]:
+        """The method's presets at the run's scale, with the run's IPC, budgets and DP option."""
+        c = ctx.config
+        client = replace(DistillConfig.preset(cls.preset, c.distill_preset), ipc=c.ipc,
+                         dp=None if c.dp_noise is None else DPConfig(clip_norm=c.dp_clip, noise=c.dp_noise))
+        server = ServerConfig.preset(cls.preset, c.distill_preset)
+        if c.distill_iterations is not None:
+            client = replace(client, iterations=c.distill_iterations)
+        if c.server_epochs is not None:
+            server = replace(server, finetune_epochs=c.server_epochs)
+        return client, server
+
+    def local_train(self, round_: int) -> None:
+        """Every client distils afresh around the global weights it holds (instead of local SGD)."""
+        for device in range(self.ctx.config.devices):
+            images, labels = self.ctx.device_data(device)
+            self.sets[device] = distill(self.ctx.devices.module(device), Dataset.inputs(images), labels,
+                                        self.client, self.radius[device], self.generators[device])
+            self.distilled_rounds[device] += 1
+
+    def upload(self, device: int) -> Payload:
+        return self.sets[device].to_payload(self.ctx.classes)
+
+    def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
+        sets = [SyntheticSet.from_payload(u) for u in uploads.values()]
+        self.next_radius = server_update(self.server, sets, self.server_config, self.server_generator)
+        weights = parameters_to_vector(self.server.parameters()).detach().numpy().copy()
+        arrays = {"weights": (weights, FLOAT_BITS)}
+        if self.server_config.radius is None:  # adaptive R_t travels with the weights; a fixed ρ is known
+            arrays["radius"] = (np.array([self.next_radius], dtype=np.float32), FLOAT_BITS)
+        broadcast = Payload.of("weights", weights.size, **arrays)
+        return {p: broadcast for p in participants}
+
+    def download(self, device: int, payload: Payload) -> None:
+        self.ctx.devices.load_flat(device, payload["weights"])
+        if "radius" in payload.arrays:
+            self.radius[device] = float(payload["radius"][0])
+
+    def global_model(self) -> nn.Module:
+        return self.server
+
+    def models_to_evaluate(self) -> dict[int, nn.Module]:
+        """Only the global model: clients hold no model of their own, just the last broadcast."""
+        return {GLOBAL: self.server}
+
+    def run_summary(self) -> dict[str, float]:
+        """With DP: the largest ε over clients at δ (each client's iterations over all its rounds)."""
+        dp = self.client.dp
+        if dp is None:
+            return {}
+        worst = 0.0
+        for device, rounds in enumerate(self.distilled_rounds):
+            _, labels = self.ctx.device_data(device)
+            counts = np.bincount(labels.numpy())
+            worst = max(worst, client_epsilon(dp, self.client.ipc * int((counts > 0).sum()), counts,
+                                              self.client.real_batch, int(rounds) * self.client.iterations))
+        return {"dp_epsilon": worst, "dp_delta": dp.delta}
+
+
+class FedDualMatch(DatasetDistillation):
+    """Noise-initialised S_k, backward layer-wise matching; server gradient matching and adaptive R_t."""
+
+    preset = "feddualmatch"
+
+
+class FedDM(DatasetDistillation):
+    """Real-initialised S_k matched on the last feature layer and logits; server trains on ∪ S_k; ρ = 5."""
+
+    preset = "feddm"
+
+
+def _torch_generator(ctx: RunContext, *keys: int) -> torch.Generator:
+    """A torch generator seeded from the run's method stream (one per client, one for the server)."""
+    return torch.Generator().manual_seed(int(ctx.rng(*keys).integers(1 << 62)))
