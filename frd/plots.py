@@ -12,12 +12,16 @@ import pandas as pd  # noqa: E402
 
 
 def _learning_curves(episodes: pd.DataFrame, window: int) -> dict[str, np.ndarray]:
-    """Per method, a [lanes, episodes] array of the mean score over the latest ``window``
-    episodes; a lane that stopped holds its last value (a completed mission stays completed)."""
+    """Per method, a [runs, episodes] array of the run's progress towards the mission: the best
+    agent's mean score over its latest ``window`` episodes. A finished run holds its last value
+    (a completed mission stays completed; a capped run stays where it stopped)."""
     curves = {}
     for method, g in episodes.groupby("method", sort=False):
-        series = [s.rolling(window, min_periods=1).mean().to_numpy()
-                  for _, s in g.sort_values("episode").groupby(["run_id", "agent"])["score"]]
+        series = []
+        for _, run in g.groupby("run_id"):
+            table = run.pivot(index="episode", columns="agent", values="score").sort_index()
+            means = table.apply(lambda scores: scores.dropna().rolling(window, min_periods=1).mean())
+            series.append(means.ffill().max(axis=1).to_numpy())
         length = max(len(s) for s in series)
         curves[method] = np.stack([np.pad(s, (0, length - len(s)), mode="edge") for s in series])
     return curves
@@ -32,7 +36,7 @@ def plot_mission(episodes: pd.DataFrame, runs: pd.DataFrame, path: Path, window:
         left.plot(x, q50, label=method)
         left.fill_between(x, q25, q75, alpha=0.2)
     left.axhline(target, color="grey", ls="--", lw=1)
-    left.set(xlabel="episode", ylabel=f"mean score, latest {window} episodes",
+    left.set(xlabel="episode", ylabel=f"best agent's mean score, latest {window} episodes",
              title=f"learning curves: median, 25–75 % ({runs['seed'].nunique()} seeds)")
     left.legend()
     methods = list(dict.fromkeys(runs["method"]))
