@@ -108,7 +108,7 @@ def test_gradient_clip_is_per_lane_over_both_networks():
 
 
 def test_distill_lowers_cross_entropy_to_target():
-    pop = A2CPopulation([1, 2, 3], 4, 2, recipe("nstep", hidden=16))
+    pop = A2CPopulation([1, 2, 3], 4, 2, recipe("nstep", hidden=16, distill_lr=3e-3))
     rng = np.random.default_rng(0)
     states = rng.normal(size=(256, 4)).astype(np.float32)
     target = np.where(states[:, :1] > 0, [[0.9, 0.1]], [[0.1, 0.9]]).astype(np.float32)
