@@ -5,7 +5,7 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 
-from frd.channel import CHANNELS
+from frd.channel import CHANNELS, parse_channel_option
 from classification.config import ClsConfig
 from classification.context import run_id
 from classification.data import DATASETS
@@ -16,19 +16,6 @@ from classification.report import plot_accuracy, summarize
 from classification.runner import run_experiment
 
 DEFAULTS = ClsConfig()
-
-def _channel_option(text: str) -> tuple[str, float | bool | str]:
-    """``p_up_dbm=15`` → a number, ``fading=false`` → a flag, ``preset=symmetric`` → a word."""
-    name, sep, value = text.partition("=")
-    if not (name and sep and value):
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    if value.lower() in ("true", "false"):
-        return name, value.lower() == "true"
-    try:
-        return name, float(value)
-    except ValueError:
-        return name, value
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     d = DEFAULTS
@@ -75,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--server-lr", type=float, help=f"FLD family: server KD step size (default {d.server_lr})")
     p.add_argument("--reference-device", type=int, help=f"device evaluated each round (default {d.reference_device})")
     p.add_argument("--channel", choices=list(CHANNELS), help=f"channel model (default {d.channel})")
-    p.add_argument("--channel-opt", dest="channel_options", type=_channel_option, action="append", metavar="NAME=VALUE",
+    p.add_argument("--channel-opt", dest="channel_options", type=parse_channel_option, action="append", metavar="NAME=VALUE",
                    help="channel model option, e.g. p_up_dbm=15 or preset=symmetric (repeatable)")
     p.add_argument("--seeds", type=int, metavar="K", help=f"seeds 0..K-1 (default {d.seeds})")
     p.add_argument("--threads", type=int, help=f"torch threads (default {d.threads})")

@@ -13,6 +13,8 @@ Registered names (``make_channel(name, seed, **options)``):
 """
 from __future__ import annotations
 
+import argparse
+
 import math
 from dataclasses import dataclass, field, fields
 from functools import partial
@@ -182,8 +184,6 @@ def make_channel(name: str, seed: int, **options) -> Channel:
 
 def parse_channel_option(text: str) -> tuple[str, float | bool | str]:
     """``p_up_dbm=15`` → a number, ``fading=false`` → a flag, ``preset=symmetric`` → a word."""
-    import argparse
-
     name, sep, value = text.partition("=")
     if not (name and sep and value):
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
