@@ -38,11 +38,23 @@ class MissionCallback(BaseCallback):
         return True
 
 
-def sb3_steps_per_second(timesteps: int, seed: int = 0) -> float:
+class Clock:
+    """Wall and process-CPU seconds of a block. Both runners here are single-threaded in this
+    process, so CPU seconds compare them fairly even while other jobs load the machine."""
+
+    def __enter__(self) -> "Clock":
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall, self.cpu = time.perf_counter() - self._wall, time.process_time() - self._cpu
+
+
+def sb3_steps(timesteps: int, seed: int = 0) -> Clock:
     model = sb3_a2c(seed)
-    start = time.perf_counter()
-    model.learn(total_timesteps=timesteps)
-    return timesteps / (time.perf_counter() - start)
+    with Clock() as clock:
+        model.learn(total_timesteps=timesteps)
+    return clock
 
 
 def set_threads(n: int) -> None:

@@ -10,33 +10,32 @@ episodes or ``sb3-cap`` env steps.
 from __future__ import annotations
 
 import argparse
-import time
 
 import pandas as pd
 
-from benchmarks.common import MissionCallback, sb3_a2c, set_threads
+from benchmarks.common import Clock, MissionCallback, sb3_a2c, set_threads
 from frd.rl_runner import RLConfig, simulate
 from frd.summary import quartiles
 
 
-def ours(seeds: int, threads: int) -> tuple[float, pd.DataFrame]:
+def ours(seeds: int, threads: int) -> tuple[Clock, pd.DataFrame]:
     runs = []
-    start = time.perf_counter()
-    simulate(RLConfig(agents=2, seeds=seeds, threads=threads), "independent", list(range(seeds)),
-             lambda tables: runs.append(tables["runs"]))
-    return time.perf_counter() - start, pd.concat(runs, ignore_index=True)
+    with Clock() as clock:
+        simulate(RLConfig(agents=2, seeds=seeds, threads=threads), "independent", list(range(seeds)),
+                 lambda tables: runs.append(tables["runs"]))
+    return clock, pd.concat(runs, ignore_index=True)
 
 
-def sb3(agent_seeds: int, cap: int) -> tuple[float, pd.DataFrame]:
+def sb3(agent_seeds: int, cap: int) -> tuple[Clock, pd.DataFrame]:
     rows = []
-    start = time.perf_counter()
-    for seed in range(agent_seeds):
-        callback = MissionCallback()
-        model = sb3_a2c(seed)
-        model.learn(total_timesteps=cap, callback=callback)
-        rows.append({"seed": seed, "completed": callback.completed, "episodes": callback.episodes,
-                     "env_steps": model.num_timesteps})
-    return time.perf_counter() - start, pd.DataFrame(rows)
+    with Clock() as clock:
+        for seed in range(agent_seeds):
+            callback = MissionCallback()
+            model = sb3_a2c(seed)
+            model.learn(total_timesteps=cap, callback=callback)
+            rows.append({"seed": seed, "completed": callback.completed, "episodes": callback.episodes,
+                         "env_steps": model.num_timesteps})
+    return clock, pd.DataFrame(rows)
 
 
 def main() -> None:
@@ -47,18 +46,20 @@ def main() -> None:
     parser.add_argument("--csv", help="also write the table here")
     args = parser.parse_args()
     set_threads(args.threads)
-    our_s, our_runs = ours(args.seeds, args.threads)
-    sb3_s, sb3_runs = sb3(2 * args.seeds, args.sb3_cap)
+    our, our_runs = ours(args.seeds, args.threads)
+    ref, sb3_runs = sb3(2 * args.seeds, args.sb3_cap)
     table = pd.DataFrame([
-        {"runner": f"frd, {args.seeds} runs × 2 agents batched", "wall_s": our_s,
-         "completed": our_runs["completed"].mean(), "env_steps": quartiles(our_runs["mission_env_steps"])},
-        {"runner": f"SB3 A2C, {2 * args.seeds} agents in sequence", "wall_s": sb3_s,
-         "completed": sb3_runs["completed"].mean(), "env_steps": quartiles(sb3_runs["env_steps"])},
+        {"runner": f"frd, {args.seeds} runs × 2 agents batched", "cpu_s": our.cpu, "wall_s": our.wall,
+         "completed": our_runs["completed"].mean(), "episodes": quartiles(our_runs["mission_episodes"]),
+         "env_steps (all agents of a run)": quartiles(our_runs["mission_env_steps"])},
+        {"runner": f"SB3 A2C, {2 * args.seeds} agents in sequence", "cpu_s": ref.cpu, "wall_s": ref.wall,
+         "completed": sb3_runs["completed"].mean(), "episodes": quartiles(sb3_runs["episodes"]),
+         "env_steps (all agents of a run)": quartiles(sb3_runs["env_steps"])},
     ])
     print(table.to_string(index=False))
-    print(f"\nwall-clock ratio SB3 / frd: {sb3_s / our_s:.1f}×")
+    print(f"\nratio SB3 / frd: {ref.cpu / our.cpu:.1f}× in CPU seconds, {ref.wall / our.wall:.1f}× in wall seconds")
     if args.csv:
-        table.assign(ratio=sb3_s / our_s).to_csv(args.csv, index=False)
+        table.assign(ratio_cpu=ref.cpu / our.cpu, ratio_wall=ref.wall / our.wall).to_csv(args.csv, index=False)
 
 
 if __name__ == "__main__":

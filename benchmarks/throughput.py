@@ -3,27 +3,27 @@
     python benchmarks/throughput.py [--lanes 8 64 256] [--episodes 100] [--sb3-steps 40000]
 
 Each population figure is the real training loop (``frd.rl_runner.simulate``: independent
-agents, unreachable target, episode cap): env steps taken by all lanes over its wall time.
-SB3 runs the rl-zoo CartPole settings for a fixed number of steps.
+agents, unreachable target, episode cap): env steps taken by all lanes per second. SB3 runs
+the rl-zoo CartPole settings for a fixed number of steps. Both are reported per second of this
+process's CPU time (fair while other jobs load the machine) and per wall second.
 """
 from __future__ import annotations
 
 import argparse
-import time
 
 import pandas as pd
 
-from benchmarks.common import sb3_steps_per_second, set_threads
+from benchmarks.common import Clock, sb3_steps, set_threads
 from frd.rl_runner import RLConfig, simulate
 
 
-def population_steps_per_second(lanes: int, episodes: int, threads: int) -> float:
+def population_steps(lanes: int, episodes: int, threads: int) -> tuple[int, Clock]:
     config = RLConfig(agents=2, seeds=lanes // 2, max_episodes=episodes, target=float("inf"), threads=threads)
     steps = []
-    start = time.perf_counter()
-    simulate(config, "independent", list(range(lanes // 2)),
-             lambda tables: steps.append(tables["runs"]["mission_env_steps"].iloc[0]))
-    return sum(steps) / (time.perf_counter() - start)
+    with Clock() as clock:
+        simulate(config, "independent", list(range(lanes // 2)),
+                 lambda tables: steps.append(tables["runs"]["mission_env_steps"].iloc[0]))
+    return sum(steps), clock
 
 
 def main() -> None:
@@ -35,12 +35,15 @@ def main() -> None:
     parser.add_argument("--csv", help="also write the table here")
     args = parser.parse_args()
     set_threads(args.threads)
-    sb3 = sb3_steps_per_second(args.sb3_steps)
-    rows = [{"runner": "SB3 A2C (8 envs)", "lanes": 8, "env_steps_per_s": sb3, "ratio_vs_sb3": 1.0}]
+    sb3 = sb3_steps(args.sb3_steps)
+    rows = [("SB3 A2C (8 envs)", 8, args.sb3_steps, sb3)]
     for lanes in args.lanes:
-        rate = population_steps_per_second(lanes, args.episodes, args.threads)
-        rows.append({"runner": "frd population", "lanes": lanes, "env_steps_per_s": rate, "ratio_vs_sb3": rate / sb3})
-    table = pd.DataFrame(rows)
+        rows.append(("frd population", lanes, *population_steps(lanes, args.episodes, args.threads)))
+    table = pd.DataFrame([{
+        "runner": runner, "lanes": lanes,
+        "steps_per_cpu_s": steps / clock.cpu, "ratio_cpu": (steps / clock.cpu) / (args.sb3_steps / sb3.cpu),
+        "steps_per_wall_s": steps / clock.wall, "ratio_wall": (steps / clock.wall) / (args.sb3_steps / sb3.wall),
+    } for runner, lanes, steps, clock in rows])
     print(table.to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
     if args.csv:
         table.to_csv(args.csv, index=False)
