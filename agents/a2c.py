@@ -49,36 +49,35 @@ def recipe(name: str, **overrides) -> A2CConfig:
 
 
 class Rollout:
-    """The last ``n`` steps of every lane; ``valid`` marks the steps a lane actually took."""
+    """The last ``n`` steps of every lane, lane-major numpy arrays ``[L, n, …]`` (cheap to fill
+    step by step, one tensor per field at update time); ``valid`` marks the steps a lane took."""
+
+    FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated", "done", "valid")
 
     def __init__(self, n: int, lanes: int, obs_dim: int) -> None:
-        self.obs = torch.zeros(n, lanes, obs_dim)
-        self.next_obs = torch.zeros(n, lanes, obs_dim)
-        self.actions = torch.zeros(n, lanes, dtype=torch.long)
-        self.rewards = torch.zeros(n, lanes)
-        self.terminated = torch.zeros(n, lanes)
-        self.done = torch.zeros(n, lanes, dtype=torch.bool)
-        self.valid = torch.zeros(n, lanes)
+        self.obs = np.zeros((lanes, n, obs_dim), np.float32)
+        self.next_obs = np.zeros((lanes, n, obs_dim), np.float32)
+        self.actions = np.zeros((lanes, n), np.int64)
+        self.rewards = np.zeros((lanes, n), np.float32)
+        self.terminated = np.zeros((lanes, n), bool)
+        self.done = np.zeros((lanes, n), bool)
+        self.valid = np.zeros((lanes, n), np.float32)
         self.t = 0
 
     def add(self, obs, actions, rewards, next_obs, terminated, truncated, valid) -> None:
         t = self.t
-        self.obs[t] = torch.from_numpy(obs)
-        self.actions[t] = torch.from_numpy(actions)
-        self.rewards[t] = torch.from_numpy(rewards)
-        self.next_obs[t] = torch.from_numpy(next_obs)
-        self.terminated[t] = torch.from_numpy(terminated)
-        self.done[t] = torch.from_numpy(terminated | truncated)
-        self.valid[t] = torch.from_numpy(valid)
+        self.obs[:, t], self.next_obs[:, t] = obs, next_obs
+        self.actions[:, t], self.rewards[:, t], self.valid[:, t] = actions, rewards, valid
+        self.terminated[:, t], self.done[:, t] = terminated, terminated | truncated
         self.t += 1
 
     @property
     def full(self) -> bool:
-        return self.t == self.obs.shape[0]
+        return self.t == self.obs.shape[1]
 
     def keep(self, rows: torch.Tensor) -> None:
-        for name in ("obs", "next_obs", "actions", "rewards", "terminated", "done", "valid"):
-            setattr(self, name, getattr(self, name)[:, rows].clone())
+        for name in self.FIELDS:
+            setattr(self, name, getattr(self, name)[rows.numpy()])
 
 
 class A2CPopulation:
@@ -150,21 +149,22 @@ class A2CPopulation:
         truncation, and not past a termination; each lane averages over its own valid steps.
         """
         r, cfg, T = self.rollout, self.config, self.rollout.t
-        valid = r.valid[:T].T                                  # [L, T]
-        obs = r.obs[:T].transpose(0, 1)                        # [L, T, d]
-        logp = torch.log_softmax(self.actor(obs), -1)          # [L, T, A]
-        values = self.critic(obs).squeeze(-1)                  # [L, T]
+        valid = torch.from_numpy(r.valid[:, :T])                     # [L, T]
+        obs = torch.from_numpy(np.ascontiguousarray(r.obs[:, :T]))  # [L, T, d]
+        logp = torch.log_softmax(self.actor(obs), -1)                # [L, T, A]
+        values = self.critic(obs).squeeze(-1)                        # [L, T]
         with torch.no_grad():
-            next_v = self.critic(r.next_obs[:T].transpose(0, 1)).squeeze(-1)
-            returns = torch.empty_like(values)
-            ret = next_v[:, T - 1]
-            for t in reversed(range(T)):
-                boot = torch.where(r.done[t] | (t == T - 1), next_v[:, t], ret)
-                ret = r.rewards[t] + cfg.gamma * (1 - r.terminated[t]) * boot
-                returns[:, t] = ret
+            next_v = self.critic(torch.from_numpy(np.ascontiguousarray(r.next_obs[:, :T]))).squeeze(-1).numpy()
+        returns = np.empty_like(next_v)
+        ret = next_v[:, T - 1]
+        for t in reversed(range(T)):
+            boot = np.where(r.done[:, t] | (t == T - 1), next_v[:, t], ret)
+            ret = r.rewards[:, t] + cfg.gamma * ~r.terminated[:, t] * boot
+            returns[:, t] = ret
+        returns = torch.from_numpy(returns)
         count = valid.sum(1).clamp(min=1)
         advantage = (returns - values).detach()
-        chosen = logp.gather(-1, r.actions[:T].T.unsqueeze(-1)).squeeze(-1)
+        chosen = logp.gather(-1, torch.from_numpy(r.actions[:, :T]).unsqueeze(-1)).squeeze(-1)
         loss = (-(chosen * advantage * valid).sum(1) + cfg.value_coef * ((returns - values).pow(2) * valid).sum(1))
         if cfg.entropy_coef:
             loss = loss + cfg.entropy_coef * ((logp.exp() * logp).sum(-1) * valid).sum(1)

@@ -37,22 +37,22 @@ def _reference_loss(actor: nn.Module, critic: nn.Module, r, lane: int, gamma: fl
     T = r.t
     total, count = 0.0, 0.0
     for t in range(T):
-        if not r.valid[t, lane]:
+        if not r.valid[lane, t]:
             continue
         ret, k = 0.0, t
         discount = 1.0
         while True:  # accumulate rewards until a done or the rollout end, then bootstrap
-            ret = ret + discount * float(r.rewards[k, lane])
-            if r.terminated[k, lane]:
+            ret = ret + discount * float(r.rewards[lane, k])
+            if r.terminated[lane, k]:
                 break
-            if r.done[k, lane] or k == T - 1:
+            if r.done[lane, k] or k == T - 1:
                 with torch.no_grad():
-                    ret = ret + discount * gamma * float(critic(r.next_obs[k, lane]))
+                    ret = ret + discount * gamma * float(critic(torch.from_numpy(r.next_obs[lane, k])))
                 break
             discount *= gamma
             k += 1
-        v = critic(r.obs[t, lane]).squeeze()
-        logp = torch.log_softmax(actor(r.obs[t, lane]), -1)[r.actions[t, lane]]
+        v = critic(torch.from_numpy(r.obs[lane, t])).squeeze()
+        logp = torch.log_softmax(actor(torch.from_numpy(r.obs[lane, t])), -1)[int(r.actions[lane, t])]
         total = total - logp * (ret - v.detach()) + vc * (ret - v) ** 2
         count += 1
     return total / max(count, 1)
