@@ -40,6 +40,8 @@ def runs_of(config: RLConfig, work: Path) -> pd.DataFrame:
     print(f"\n--- {work.name}: {', '.join(config.methods)}, {config.agents} agents, {config.seeds} seeds")
     run_experiment(config, work)
     runs = ResultStore(work, config, config.resume_key()).read("runs")
+    runs = runs[runs["method"].isin(config.methods)
+                & runs["seed"].between(config.first_seed, config.first_seed + config.seeds - 1)]
     agent_rounds = runs["rounds"].where(runs["rounds"] > 0) * runs["n_agents"]
     return runs.assign(bits_up_per_round=runs["bits_up"] / agent_rounds,
                        bits_down_per_round=runs["bits_down"] / agent_rounds,
@@ -60,15 +62,18 @@ def _errorbars(ax, table: pd.DataFrame, x: str, y: str, label: str) -> None:
                 marker="o", capsize=3, label=label)
 
 
-def part_a_b(base: RLConfig, work: Path, out: Path, agents: tuple[int, ...] = AGENTS) -> None:
-    runs = pd.concat([runs_of(replace(base, methods=METHODS, agents=n), work / f"agents{n}") for n in agents])
+def part_a_b(base: RLConfig, work: Path, out: Path, agents: dict[int, int]) -> None:
+    """``agents``: agent count → seeds."""
+    runs = pd.concat([runs_of(replace(base, methods=METHODS, agents=n, seeds=k), work / f"agents{n}")
+                      for n, k in agents.items()])
     table = mission_table(runs, ["method", "n_agents"])
     table.to_csv(out / "seed_study_agents.csv", index=False)
     fig, ax = plt.subplots(figsize=(6, 4))
     for method in METHODS:
         _errorbars(ax, table[table.method == method], "n_agents", "mission_episodes", method)
-    ax.set(xlabel="agents", ylabel="episodes to mission (median, 25–75 %)", xticks=agents,
-           title=f"mission completion time, {base.seeds} seeds")
+    seeds = "/".join(str(k) for k in agents.values())
+    ax.set(xlabel="agents", ylabel="episodes to mission (median, 25–75 %)", xticks=list(agents),
+           title=f"mission completion time, {seeds} seeds")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "seed_study_agents.png", dpi=120)
@@ -135,7 +140,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parts", nargs="+", default=["a", "c", "d"], help="a (includes b), c, d")
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--agents", type=int, nargs="+", default=list(AGENTS), help="agent counts of part a")
+    parser.add_argument("--agents", nargs="+", default=[str(n) for n in AGENTS],
+                        help="agent counts of part a, each N or N:SEEDS (default seeds: --seeds)")
     parser.add_argument("--hidden-seeds", type=int, default=10, help="seeds per width in part d")
     parser.add_argument("--max-episodes", type=int, default=RLConfig.max_episodes, help="episode cap per agent")
     parser.add_argument("--work", default="results/seed_study", help="raw runs (resumable)")
@@ -145,7 +151,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     base = RLConfig(seeds=args.seeds, max_episodes=args.max_episodes)
     if "a" in args.parts or "b" in args.parts:
-        part_a_b(base, work, out, tuple(args.agents))
+        agents = {int(n): int(k or args.seeds) for n, _, k in (a.partition(":") for a in args.agents)}
+        part_a_b(base, work, out, agents)
     if "c" in args.parts:
         part_c(base, work, out)
     if "d" in args.parts:

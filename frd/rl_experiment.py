@@ -40,13 +40,14 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True)
 
 
 def report(store: ResultStore, config: RLConfig) -> pd.DataFrame:
-    """Summary table and figures from what the folder holds for this config's methods."""
-    runs = store.read("runs")
-    runs = runs[runs["method"].isin(config.methods)]
-    episodes = store.read("episodes")
+    """Summary table and figures of this config's methods and seeds (a folder may hold more)."""
+    def mine(frame: pd.DataFrame) -> pd.DataFrame:
+        seeds = frame["seed"].between(config.first_seed, config.first_seed + config.seeds - 1)
+        return frame[frame["method"].isin(config.methods) & seeds]
+
+    runs, episodes = mine(store.read("runs")), mine(store.read("episodes"))
     summary = rl_summary(runs)
     atomic_write_csv(summary, store.path("summary"))
-    plot_mission(episodes[episodes["method"].isin(config.methods)], runs, store.out / "mission.png",
-                 config.window, config.target)
+    plot_mission(episodes, runs, store.out / "mission.png", config.window, config.target)
     plot_payload(runs, store.out / "payload.png")
     return summary
