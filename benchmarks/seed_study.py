@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -126,7 +127,9 @@ def part_d(base: RLConfig, work: Path, out: Path, seeds: int) -> None:
         ax.plot(part["hidden"], part["bits_up_per_round_median"], marker="o", label=name)
     if cross:
         ax.axvline(cross, color="grey", ls="--", lw=1, label=f"cross at h ≈ {cross:.0f}")
-    ax.set(xscale="log", yscale="log", xticks=WIDTHS, xticklabels=[str(w) for w in WIDTHS],
+    ax.set(xscale="log", yscale="log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set(xticks=WIDTHS, xticklabels=[str(w) for w in WIDTHS],
            xlabel="hidden width h (neurons per layer)", ylabel="uplink bits per agent-round (median)",
            title=f"FRL vs FRD payload, 2 agents, {seeds} seeds")
     ax.legend()
