@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/frd compare --methods frd,pd,frl,independent --agents 2 --seeds 5 --out results/demo
+	$(BIN)/frd compare --methods frd,pd,frl,independent --agents 2 --seeds 4 --out results/demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

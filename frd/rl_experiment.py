@@ -46,6 +46,8 @@ def report(store: ResultStore, config: RLConfig) -> pd.DataFrame:
         return frame[frame["method"].isin(config.methods) & seeds]
 
     runs, episodes = mine(store.read("runs")), mine(store.read("episodes"))
+    order = {m: i for i, m in enumerate(config.methods)}  # tables and plots in the order asked for
+    runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
     summary = rl_summary(runs)
     atomic_write_csv(summary, store.path("summary"))
     plot_mission(episodes, runs, store.out / "mission.png", config.window, config.target)
