@@ -59,6 +59,3 @@ class Payload:
     def of(cls, kind: str, entries: int, **arrays: tuple[np.ndarray, int]) -> "Payload":
         """Build from ``name=(array, bits_per_element)`` pairs."""
         return cls(kind, {k: Array(np.asarray(v), b) for k, (v, b) in arrays.items()}, int(entries))
-
-
-EMPTY = Payload("nothing")

@@ -112,3 +112,17 @@ def test_agents_of_a_run_share_initial_weights_runs_do_not():
     batch = RLBatch(RLConfig(agents=2, hidden=8), get_method("frl"), [0, 1])
     actor = batch.pop.actor.data
     assert np.array_equal(actor[0], actor[1]) and not np.array_equal(actor[0], actor[2])
+
+
+def test_saved_episodes_reproduce_the_mission_time_in_runs_csv():
+    from frd.mission import first_completion
+
+    tables = _collect(RLConfig(target=60, **{**TINY, "max_episodes": 40}), "frd", [0, 1, 2])
+    assert tables["runs"]["completed"].any()
+    for run_id, run in tables["runs"].set_index("run_id").iterrows():
+        episodes = tables["episodes"].query("run_id == @run_id").sort_values("episode")
+        scores = [g["score"].tolist() for _, g in episodes.groupby("agent")]
+        expected = first_completion(scores, target=60)
+        assert run["completed"] == (expected is not None)
+        if expected is not None:
+            assert run["mission_episodes"] == expected
