@@ -117,12 +117,12 @@ def test_agents_of_a_run_share_initial_weights_runs_do_not():
 def test_saved_episodes_reproduce_the_mission_time_in_runs_csv():
     from frd.mission import first_completion
 
-    tables = _collect(RLConfig(target=60, **{**TINY, "max_episodes": 40}), "frd", [0, 1, 2])
+    tables = _collect(RLConfig(target=30, **{**TINY, "max_episodes": 40}), "frd", [0, 1, 2])
     assert tables["runs"]["completed"].any()
     for run_id, run in tables["runs"].set_index("run_id").iterrows():
         episodes = tables["episodes"].query("run_id == @run_id").sort_values("episode")
         scores = [g["score"].tolist() for _, g in episodes.groupby("agent")]
-        expected = first_completion(scores, target=60)
+        expected = first_completion(scores, target=30)
         assert run["completed"] == (expected is not None)
         if expected is not None:
             assert run["mission_episodes"] == expected
