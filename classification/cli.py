@@ -19,7 +19,7 @@ DEFAULTS = ClsConfig()
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     d = DEFAULTS
-    p = subparsers.add_parser("cls", help="classification: FL vs FD (payload and accuracy)",
+    p = subparsers.add_parser("cls", help="classification: FL, FD, FLD/MixFLD/Mix2FLD, FedDM/FedDualMatch",
                               description=__doc__ + " Defaults are scaled down for a CPU; --paper uses the "
                               "Mix2FLD letter's values (MNIST, 10 × 500 samples, 16 rounds × 400 iterations).")
     p.add_argument("--method", choices=list(METHODS), help=f"exchange method (default {d.method})")
