@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from frd.errors import FrdError
@@ -24,8 +25,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stop(signum: int, frame: object) -> None:
+    """``kill`` stops a run like Ctrl-C, so the tables still gather every finished run."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)
     try:
         return int(args.run(args) or 0)
     except FrdError as exc:

@@ -45,3 +45,20 @@ def test_compare_prints_a_table_per_method(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "== frd (2 agents, 2 runs) ==" in out and "== independent (2 agents, 2 runs) ==" in out
     assert "bits up/agent/round" in out
+
+
+def test_kill_stops_a_run_like_ctrl_c(tmp_path, monkeypatch):
+    import signal
+
+    import frd.cli as cli
+
+    def killed(config, out_dir, progress=True):
+        signal.raise_signal(signal.SIGTERM)  # what `kill` sends, mid-experiment
+
+    monkeypatch.setattr("frd.rl_cli.run_experiment", killed)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert main(["rl", "--seeds", "1", "--out", str(tmp_path)]) == 130  # handled, not a crash
+        assert signal.getsignal(signal.SIGTERM) is cli._stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
