@@ -12,7 +12,7 @@ Two guarantees the exchange methods rely on:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -45,21 +45,19 @@ def check_env_id(env_id: str) -> gym.Env:
     return env
 
 
-class Lanes:
-    """Base: per-lane bookkeeping shared by both vectorization paths."""
+class Lanes(Protocol):
+    """What the runner needs of either vectorization path."""
 
     obs_dim: int
     n_actions: int
     observation_space: gym.spaces.Box
 
-    def reset(self) -> np.ndarray:
-        raise NotImplementedError
+    def reset(self) -> np.ndarray: ...
 
-    def step(self, actions: np.ndarray, active: np.ndarray) -> LaneStep:
-        raise NotImplementedError
+    def step(self, actions: np.ndarray, active: np.ndarray) -> LaneStep: ...
 
 
-class CartPoleLanes(Lanes):
+class CartPoleLanes:
     """gymnasium's CartPole vector entry point (one numpy step for all lanes), lane-seeded.
 
     The vector env draws resets from one shared generator; here each lane redraws its reset
@@ -101,7 +99,7 @@ class CartPoleLanes(Lanes):
         return LaneStep(core.state.T.astype(np.float32), final_obs, reward.astype(np.float32), terminated, truncated)
 
 
-class GenericLanes(Lanes):
+class GenericLanes:
     """Any Box-observation, Discrete-action gymnasium env: one instance per lane, own seed."""
 
     def __init__(self, env_id: str, lane_seeds: Sequence[int]) -> None:

@@ -126,6 +126,9 @@ class RLBatch:
         self.env_steps = np.zeros(L, np.int64)
         self.memory = (ExperienceMemory(L, self.env.obs_dim, self.env.n_actions)
                        if method.records_memory else None)
+        self.live_runs = len(self.runs)
+        self.at_barrier: set[int] = set()  # runs whose barrier may have just completed
+        self.stale_rows = False            # a run finished since the last compaction
         self.grid = (grid_for(config.env_id, self.env.observation_space, config.grid, config.grid_bounds)
                      if method.needs_grid else None)
 
@@ -134,7 +137,7 @@ class RLBatch:
         """Step until every run has finished; ``on_status`` hears how far the live runs are."""
         obs = self.env.reset()
         tick = last_status = time.perf_counter()
-        while not all(r.finished for r in self.runs):
+        while self.live_runs:
             rows_obs = obs[self.rows]
             actions, probs = self.pop.act(rows_obs)
             full_actions = np.zeros(len(obs), np.int64)
@@ -186,13 +189,21 @@ class RLBatch:
             self.capped[lane], self.active[lane] = True, False
             if self.capped[run.lanes].all():
                 self._finish(run, completed_by=None, on_finished=on_finished)
+            else:
+                self.at_barrier.add(lane // A)  # the others may be waiting for this agent
         elif self.method.exchange is not None and self.episode[lane] % cfg.period == 0:
             self.waiting[lane], self.active[lane] = True, False
+            self.at_barrier.add(lane // A)
 
     def _exchange_rounds(self) -> None:
+        """A round for every run whose live agents have all reached the barrier."""
+        if not self.at_barrier:
+            return
         cfg = self.config
         row_of = {lane: row for row, lane in enumerate(self.rows)}
-        for i, run in enumerate(self.runs):
+        candidates, self.at_barrier = sorted(self.at_barrier), set()
+        for i in candidates:
+            run = self.runs[i]
             live = run.lanes[~self.capped[run.lanes]]
             if run.finished or len(live) == 0 or not self.waiting[live].all():
                 continue
@@ -213,6 +224,8 @@ class RLBatch:
 
     def _finish(self, run: RunState, completed_by: int | None, on_finished) -> None:
         run.finished = True
+        self.live_runs -= 1
+        self.stale_rows = True
         self.active[run.lanes] = self.waiting[run.lanes] = False
         rid, method = run_id(self.method.name, run.seed), self.method.name
         episodes = pd.DataFrame(run.episodes, columns=["agent", "episode", "score", "env_steps"])
@@ -232,10 +245,13 @@ class RLBatch:
 
     def _compact(self) -> None:
         """Drop the population rows of finished runs once they are a quarter of the stack."""
+        if not self.stale_rows:
+            return
+        self.stale_rows = False
         keep = np.flatnonzero([not self.runs[lane // self.config.agents].finished for lane in self.rows])
         if len(keep) and len(keep) <= 0.75 * len(self.rows):
             self.pop.keep(keep.tolist())
-            self.rows = self.rows[keep]
+            self.rows = self.rows[keep]  # otherwise look again when the next run finishes
 
 
 def simulate(config: RLConfig, method: str, seeds: list[int],
