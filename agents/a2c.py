@@ -114,10 +114,11 @@ class A2CPopulation:
         self._next_uniform += 1
         return self._uniforms[:, self._next_uniform - 1]
 
-    @torch.no_grad()
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sample an action per lane; also return the action probabilities used to act."""
-        probs = torch.softmax(self.actor(torch.from_numpy(obs).unsqueeze(1)).squeeze(1), -1).numpy()
+        logits = self.actor.numpy_forward(obs[:, None, :])[:, 0]
+        probs = np.exp(logits - logits.max(1, keepdims=True))
+        probs /= probs.sum(1, keepdims=True)
         cumulative = np.cumsum(probs, axis=1)
         actions = (cumulative < self._draw_uniforms()[:, None]).sum(1)
         return np.minimum(actions, probs.shape[1] - 1), probs
@@ -148,27 +149,45 @@ class A2CPopulation:
         n-step returns bootstrap from V(next state) at the end of the rollout and at a
         truncation, and not past a termination; each lane averages over its own valid steps.
         """
-        r, cfg, T = self.rollout, self.config, self.rollout.t
+        r, T = self.rollout, self.rollout.t
         valid = torch.from_numpy(r.valid[:, :T])                     # [L, T]
-        obs = torch.from_numpy(np.ascontiguousarray(r.obs[:, :T]))  # [L, T, d]
-        logp = torch.log_softmax(self.actor(obs), -1)                # [L, T, A]
-        values = self.critic(obs).squeeze(-1)                        # [L, T]
-        with torch.no_grad():
-            next_v = self.critic(torch.from_numpy(np.ascontiguousarray(r.next_obs[:, :T]))).squeeze(-1).numpy()
-        returns = np.empty_like(next_v)
-        ret = next_v[:, T - 1]
-        for t in reversed(range(T)):
-            boot = np.where(r.done[:, t] | (t == T - 1), next_v[:, t], ret)
-            ret = r.rewards[:, t] + cfg.gamma * ~r.terminated[:, t] * boot
-            returns[:, t] = ret
-        returns = torch.from_numpy(returns)
+        # The state after the rollout rides along in the critic's forward on the rollout's states.
+        states = torch.from_numpy(np.concatenate([r.obs[:, :T], r.next_obs[:, T - 1:T]], axis=1))  # [L, T+1, d]
+        logp = torch.log_softmax(self.actor(states[:, :T]), -1)      # [L, T, A]
+        values_and_last = self.critic(states).squeeze(-1)            # [L, T+1]
+        values = values_and_last[:, :T]
+        returns = torch.from_numpy(self._returns(values_and_last[:, T].detach().numpy()))
         count = valid.sum(1).clamp(min=1)
         advantage = (returns - values).detach()
         chosen = logp.gather(-1, torch.from_numpy(r.actions[:, :T]).unsqueeze(-1)).squeeze(-1)
-        loss = (-(chosen * advantage * valid).sum(1) + cfg.value_coef * ((returns - values).pow(2) * valid).sum(1))
-        if cfg.entropy_coef:
-            loss = loss + cfg.entropy_coef * ((logp.exp() * logp).sum(-1) * valid).sum(1)
+        loss = (-(chosen * advantage * valid).sum(1) + self.config.value_coef * ((returns - values).pow(2) * valid).sum(1))
+        if self.config.entropy_coef:
+            loss = loss + self.config.entropy_coef * ((logp.exp() * logp).sum(-1) * valid).sum(1)
         return loss / count, valid.sum(1) > 0
+
+    def _returns(self, last_value: np.ndarray) -> np.ndarray:
+        """n-step returns [L, T]; ``last_value`` is V of the state after the rollout's last step.
+
+        Other steps bootstrap only at a truncation (the episode goes on beyond its time limit);
+        those few next states get their own critic evaluation.
+        """
+        r, T, gamma = self.rollout, self.rollout.t, self.config.gamma
+        next_value = np.zeros((self.lanes, T), np.float32)
+        use_next = r.done[:, :T] & ~r.terminated[:, :T]
+        use_next[:, T - 1] = True
+        next_value[:, T - 1] = last_value
+        lanes, steps = np.nonzero(use_next[:, :T - 1])
+        if len(lanes):
+            with torch.no_grad():
+                next_value[lanes, steps] = self.critic(torch.from_numpy(r.next_obs[lanes, steps][:, None]),
+                                                       torch.from_numpy(lanes)).flatten().numpy()
+        returns = np.empty((self.lanes, T), np.float32)
+        ret = last_value
+        for t in reversed(range(T)):
+            boot = np.where(use_next[:, t], next_value[:, t], ret)
+            ret = r.rewards[:, t] + gamma * ~r.terminated[:, t] * boot
+            returns[:, t] = ret
+        return returns
 
     def distill(self, rows: Sequence[int], states: np.ndarray, target_probs: np.ndarray,
                 rng: np.random.Generator) -> float:

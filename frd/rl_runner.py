@@ -103,6 +103,8 @@ class RLBatch:
 
     def __init__(self, config: RLConfig, method: RLMethod, seeds: list[int]) -> None:
         self.config, self.method = config, method
+        torch.set_num_threads(config.threads)
+        torch.set_flush_denormal(True)  # denormal weights and moments would slow every op
         A = config.agents
         lane_seeds = [derive_seed(s, a) for s in seeds for a in range(A)]
         self.env = make_lanes(config.env_id, lane_seeds)
@@ -135,26 +137,10 @@ class RLBatch:
     def run(self, on_finished: Callable[[dict[str, pd.DataFrame]], None],
             on_status: Callable[[str], None] = lambda text: None) -> None:
         """Step until every run has finished; ``on_status`` hears how far the live runs are."""
-        obs = self.env.reset()
+        self.reset()
         tick = last_status = time.perf_counter()
         while self.live_runs:
-            rows_obs = obs[self.rows]
-            actions, probs = self.pop.act(rows_obs)
-            full_actions = np.zeros(len(obs), np.int64)
-            full_actions[self.rows] = actions
-            stepping = self.active.copy()
-            if self.memory is not None:
-                lanes = np.flatnonzero(stepping[self.rows])
-                self.memory.add(self.rows[lanes], rows_obs[lanes], probs[lanes])
-            out = self.env.step(full_actions, stepping)
-            r = self.rows
-            self.pop.observe(rows_obs, actions, out.reward[r], out.final_obs[r], out.terminated[r],
-                             out.truncated[r], stepping[r].astype(np.float32))
-            self.score += out.reward
-            self.env_steps += stepping
-            for lane in np.flatnonzero((out.terminated | out.truncated) & stepping):
-                self._end_episode(lane, on_finished)
-            obs = out.obs
+            self.step(on_finished)
             if self.pop.rollout.t == 0:  # an update just happened: a safe point for rounds
                 now = time.perf_counter()
                 self._charge_compute(now - tick)
@@ -164,6 +150,30 @@ class RLBatch:
                 if tick - last_status > 1.0:
                     self._report_status(on_status)
                     last_status = tick
+
+    def reset(self) -> None:
+        self.obs = self.env.reset()
+
+    def step(self, on_finished: Callable[[dict[str, pd.DataFrame]], None]) -> None:
+        """One env step of every active lane, learning when the rollout is full (exchange rounds
+        and compaction are ``run``'s, between updates)."""
+        rows_obs = self.obs[self.rows]
+        actions, probs = self.pop.act(rows_obs)
+        full_actions = np.zeros(len(self.obs), np.int64)
+        full_actions[self.rows] = actions
+        stepping = self.active.copy()
+        if self.memory is not None:
+            lanes = np.flatnonzero(stepping[self.rows])
+            self.memory.add(self.rows[lanes], rows_obs[lanes], probs[lanes])
+        out = self.env.step(full_actions, stepping)
+        r = self.rows
+        self.pop.observe(rows_obs, actions, out.reward[r], out.final_obs[r], out.terminated[r],
+                         out.truncated[r], stepping[r].astype(np.float32))
+        self.score += out.reward
+        self.env_steps += stepping
+        for lane in np.flatnonzero((out.terminated | out.truncated) & stepping):
+            self._end_episode(lane, on_finished)
+        self.obs = out.obs
 
     def _report_status(self, on_status: Callable[[str], None]) -> None:
         live = [lane for r in self.runs if not r.finished for lane in r.lanes]
@@ -260,6 +270,4 @@ def simulate(config: RLConfig, method: str, seeds: list[int],
     """Run ``seeds`` of ``method`` as one batch; ``on_finished`` receives each run's tables."""
     if not seeds:
         return
-    torch.set_num_threads(config.threads)
-    torch.set_flush_denormal(True)
     RLBatch(config, get_method(method), seeds).run(on_finished, on_status)
