@@ -162,3 +162,26 @@ def test_distillation_leaves_the_rl_optimizer_state_alone():
     for now, then in zip((opt.exp_avg, opt.exp_avg_sq, opt.steps), before):
         assert torch.equal(now, then)
 
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_numpy_acting_forward_equals_the_torch_forward(activation):
+    net = StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2, 3)], (4, 8, 8, 2), activation, 1.0)
+    x = torch.randn(3, 5, 4)
+    with torch.no_grad():
+        expected = net(x).numpy()
+    np.testing.assert_allclose(net.numpy_forward(x.numpy()), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_acting_probabilities_follow_weight_updates():
+    """The numpy forward reads the live weights: a loaded state, or the kept rows after ``keep``."""
+    pop = A2CPopulation([1, 2], 4, 2, recipe("nstep", hidden=8))
+    obs = np.ones((2, 4), np.float32)
+    before = pop.act(obs)[1]
+    state = pop.actor_state(0)
+    state["layer2.bias"] = np.array([[5.0, -5.0]], np.float32)
+    pop.load_actor_state(0, state)
+    after = pop.act(obs)[1]
+    assert after[0, 0] > 0.99 and np.allclose(after[1], before[1])
+    pop.keep([0])
+    assert pop.act(obs[:1])[1][0, 0] > 0.99
