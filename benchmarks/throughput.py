@@ -1,6 +1,6 @@
 """Training throughput of the A2C population vs Stable-Baselines3 A2C, in one process.
 
-    python -m benchmarks.throughput [--lanes 8 64 256] [--steps-per-lane 5000] [--csv FILE]
+    python -m benchmarks.throughput [--lanes 8 64 256] [--steps-per-lane 5000] [--csv FILE] [--breakdown]
 
 Both train from scratch for the same number of steps per environment: SB3 A2C with the rl-zoo
 CartPole settings on 8 envs, and our population (independent agents, the runner's real step:
@@ -8,10 +8,12 @@ acting, env step, A2C updates, episode bookkeeping) with every lane stepping thr
 is what "throughput at N lanes" means here; the end-to-end effect of lanes idling at barriers
 or after their run finished is what ``benchmarks.mission_time`` measures. Reported per second
 of this process's CPU time (fair while other jobs load the machine) and per wall second.
+``--breakdown`` also prints where a runner step's wall time goes (acting, env, A2C update, rest).
 """
 from __future__ import annotations
 
 import argparse
+import time
 
 import pandas as pd
 
@@ -20,10 +22,34 @@ from frd.rl_methods import get_method
 from frd.rl_runner import RLBatch, RLConfig
 
 
-def population_steps(lanes: int, steps_per_lane: int, threads: int) -> tuple[int, Clock]:
+class PhaseTimes:
+    """Wall seconds spent inside chosen methods of chosen objects (wrapped on the instance)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def wrap(self, obj: object, method: str, phase: str) -> None:
+        original = getattr(obj, method)
+        self.seconds[phase] = 0.0
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds[phase] += time.perf_counter() - start
+
+        setattr(obj, method, timed)
+
+
+def population_steps(lanes: int, steps_per_lane: int, threads: int,
+                     phases: PhaseTimes | None = None) -> tuple[int, Clock]:
     """Env steps taken by ``lanes`` always-stepping lanes in ``steps_per_lane`` runner steps."""
     config = RLConfig(agents=2, seeds=lanes // 2, max_episodes=10**9, target=float("inf"), threads=threads)
     batch = RLBatch(config, get_method("independent"), list(range(lanes // 2)))
+    if phases is not None:
+        for obj, method, phase in ((batch.pop, "act", "act"), (batch.env, "step", "env"), (batch.pop, "learn", "update")):
+            phases.wrap(obj, method, phase)
     with Clock() as clock:
         batch.reset()
         for _ in range(steps_per_lane):
@@ -38,14 +64,20 @@ def main() -> None:
                         help="steps per env for both runners (SB3 takes 8× this many in all)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both")
     parser.add_argument("--csv", help="also write the table here")
+    parser.add_argument("--breakdown", action="store_true", help="also time acting, env and update per step")
     args = parser.parse_args()
     set_threads(args.threads)
     sb3_total = 8 * args.steps_per_lane
     sb3 = sb3_steps(sb3_total)
     rows = [("SB3 A2C (8 envs)", 8, sb3_total, sb3)]
     for lanes in args.lanes:
-        rows.append(("frd population", lanes, *population_steps(lanes, args.steps_per_lane, args.threads)))
+        phases = PhaseTimes() if args.breakdown else None
+        rows.append(("frd population", lanes, *population_steps(lanes, args.steps_per_lane, args.threads, phases)))
         print(f"{lanes} lanes: {rows[-1][2] / rows[-1][3].cpu:,.0f} env steps per CPU second", flush=True)
+        if phases is not None:
+            per_step = {k: v / args.steps_per_lane * 1e6 for k, v in phases.seconds.items()}
+            per_step["rest"] = rows[-1][3].wall / args.steps_per_lane * 1e6 - sum(per_step.values())
+            print("  µs per runner step: " + ", ".join(f"{k} {v:,.0f}" for k, v in per_step.items()), flush=True)
     table = pd.DataFrame([{
         "runner": runner, "lanes": lanes,
         "steps_per_cpu_s": steps / clock.cpu, "ratio_cpu": (steps / clock.cpu) / (sb3_total / sb3.cpu),
