@@ -108,7 +108,8 @@ class LaneAdam:
     One ``torch.optim.Adam`` over the stacked tensors would move a waiting lane through its
     momentum; one with a parameter per lane spends more time in per-parameter bookkeeping than
     in the update. So the state lives in flat ``[L, N]`` buffers and each step hands row views
-    of them straight to torch's fused Adam kernel (the one ``torch.optim.Adam(fused=True)`` runs).
+    of them straight to torch's fused Adam kernel (``torch._fused_adam_``, the one
+    ``torch.optim.Adam(fused=True)`` runs; a test holds the result to ``torch.optim.Adam``).
     """
 
     def __init__(self, net: StackedMLP, lr: float, betas: tuple[float, float] = (0.9, 0.999),
