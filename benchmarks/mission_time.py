@@ -21,7 +21,7 @@ from frd.summary import quartiles
 def ours(seeds: int, threads: int) -> tuple[Clock, pd.DataFrame]:
     runs = []
     with Clock() as clock:
-        simulate(RLConfig(agents=2, seeds=seeds, threads=threads), "independent", list(range(seeds)),
+        simulate(RLConfig(agents=2, seeds=seeds, threads=threads), [("independent", s) for s in range(seeds)],
                  lambda tables: runs.append(tables["runs"]))
     return clock, pd.concat(runs, ignore_index=True)
 

@@ -46,7 +46,7 @@ def population_steps(lanes: int, steps_per_lane: int, threads: int,
                      phases: PhaseTimes | None = None) -> tuple[int, Clock]:
     """Env steps taken by ``lanes`` always-stepping lanes in ``steps_per_lane`` runner steps."""
     config = RLConfig(agents=2, seeds=lanes // 2, max_episodes=10**9, target=float("inf"), threads=threads)
-    batch = RLBatch(config, get_method("independent"), list(range(lanes // 2)))
+    batch = RLBatch(config, [(get_method("independent"), seed) for seed in range(lanes // 2)])
     if phases is not None:
         for obj, method, phase in ((batch.pop, "act", "act"), (batch.env, "step", "env"), (batch.pop, "learn", "update")):
             phases.wrap(obj, method, phase)

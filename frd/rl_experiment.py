@@ -22,18 +22,15 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True)
     store = ResultStore(out_dir, config, config.resume_key())
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     done = store.finished()
-    todo = {m: [s for s in seeds if run_id(m, s) not in done] for m in config.methods}
+    todo = [(m, s) for m in config.methods for s in seeds if run_id(m, s) not in done]
     total = len(config.methods) * config.seeds
     try:
-        with tqdm(total=total, initial=total - sum(map(len, todo.values())), desc="runs", unit="run",
-                  disable=not progress) as bar:
+        with tqdm(total=total, initial=total - len(todo), desc="runs", unit="run", disable=not progress) as bar:
             def finished(tables: dict[str, pd.DataFrame]) -> None:
                 store.save_run(tables)
                 bar.update()
 
-            for method, pending in todo.items():
-                bar.set_postfix_str(method)
-                simulate(config, method, pending, finished, bar.set_postfix_str)
+            simulate(config, todo, finished, bar.set_postfix_str)  # all methods in one batch
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished run
     return report(store, config)

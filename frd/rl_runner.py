@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -87,6 +87,7 @@ def run_id(method: str, seed: int) -> str:
 class RunState:
     """Bookkeeping of one run (seed) inside the batch."""
 
+    method: RLMethod
     seed: int
     lanes: np.ndarray
     windows: list[MissionWindow]
@@ -99,10 +100,15 @@ class RunState:
 
 
 class RLBatch:
-    """All runs of one method as lanes of one vector env and one A2C population."""
+    """Runs (method, seed) as lanes of one vector env and one A2C population.
 
-    def __init__(self, config: RLConfig, method: RLMethod, seeds: list[int]) -> None:
-        self.config, self.method = config, method
+    Runs of different methods can share a batch: a run's results do not depend on its
+    batch-mates (tested), and one batch keeps more lanes busy than one per method would.
+    """
+
+    def __init__(self, config: RLConfig, runs: Sequence[tuple[RLMethod, int]]) -> None:
+        self.config = config
+        seeds = [seed for _, seed in runs]
         torch.set_num_threads(config.threads)
         torch.set_flush_denormal(True)  # denormal weights and moments would slow every op
         A = config.agents
@@ -115,8 +121,9 @@ class RLBatch:
         init_seeds = [derive_seed(s, 0x1417) for s in seeds for _ in range(A)]
         self.pop = A2CPopulation(lane_seeds, self.env.obs_dim, self.env.n_actions, a2c, init_seeds)
         self.rows = np.arange(len(lane_seeds))      # population row → env lane
-        self.runs = [RunState(s, np.arange(i * A, (i + 1) * A), [MissionWindow(config.target, config.window)
-                                                                  for _ in range(A)]) for i, s in enumerate(seeds)]
+        self.runs = [RunState(method, s, np.arange(i * A, (i + 1) * A),
+                              [MissionWindow(config.target, config.window) for _ in range(A)])
+                     for i, (method, s) in enumerate(runs)]
         self.channels = [make_channel(config.channel, derive_seed(s, 0xC4A), **dict(config.channel_options))
                          for s in seeds]
         L = len(lane_seeds)
@@ -126,13 +133,14 @@ class RLBatch:
         self.score = np.zeros(L)
         self.episode = np.zeros(L, np.int64)
         self.env_steps = np.zeros(L, np.int64)
+        self.records = np.repeat([method.records_memory for method, _ in runs], A)  # lanes that keep a memory
         self.memory = (ExperienceMemory(L, self.env.obs_dim, self.env.n_actions)
-                       if method.records_memory else None)
+                       if self.records.any() else None)
         self.live_runs = len(self.runs)
         self.at_barrier: set[int] = set()  # runs whose barrier may have just completed
         self.stale_rows = False            # a run finished since the last compaction
         self.grid = (grid_for(config.env_id, self.env.observation_space, config.grid, config.grid_bounds)
-                     if method.needs_grid else None)
+                     if any(method.needs_grid for method, _ in runs) else None)
 
     def run(self, on_finished: Callable[[dict[str, pd.DataFrame]], None],
             on_status: Callable[[str], None] = lambda text: None) -> None:
@@ -163,7 +171,7 @@ class RLBatch:
         full_actions[self.rows] = actions
         stepping = self.active.copy()
         if self.memory is not None:
-            lanes = np.flatnonzero(stepping[self.rows])
+            lanes = np.flatnonzero((stepping & self.records)[self.rows])
             self.memory.add(self.rows[lanes], rows_obs[lanes], probs[lanes])
         out = self.env.step(full_actions, stepping)
         r = self.rows
@@ -176,10 +184,11 @@ class RLBatch:
         self.obs = out.obs
 
     def _report_status(self, on_status: Callable[[str], None]) -> None:
-        live = [lane for r in self.runs if not r.finished for lane in r.lanes]
+        live = [r for r in self.runs if not r.finished]
         if live:
-            on_status(f"{self.method.name}: episode ~{int(np.median(self.episode[live]))} "
-                      f"in {len(live) // self.config.agents} live runs")
+            methods = ",".join(dict.fromkeys(r.method.name for r in live))
+            episodes = self.episode[np.concatenate([r.lanes for r in live])]
+            on_status(f"{methods}: episode ~{int(np.median(episodes))} in {len(live)} live runs")
 
     def _charge_compute(self, seconds: float) -> None:
         """Split the batch's compute time equally over the live runs (each has the same lanes)."""
@@ -201,7 +210,7 @@ class RLBatch:
                 self._finish(run, completed_by=None, on_finished=on_finished)
             else:
                 self.at_barrier.add(lane // A)  # the others may be waiting for this agent
-        elif self.method.exchange is not None and self.episode[lane] % cfg.period == 0:
+        elif run.method.exchange is not None and self.episode[lane] % cfg.period == 0:
             self.waiting[lane], self.active[lane] = True, False
             self.at_barrier.add(lane // A)
 
@@ -219,12 +228,12 @@ class RLBatch:
                 continue
             start = time.perf_counter()
             agents = [int(l % cfg.agents) for l in live]
-            memories = ({a: self.memory.take(l) for a, l in zip(agents, live)} if self.memory is not None else {})
+            memories = {a: self.memory.take(l) for a, l in zip(agents, live)} if run.method.records_memory else {}
             ctx = RunRound(self.pop, {a: row_of[l] for a, l in zip(agents, live)}, memories, self.grid,
                            cfg.codec, cfg.frd_weighting, cfg.frl_critic,
                            np.random.default_rng(derive_seed(run.seed, run.rounds, 0xD15)))
-            exchange = self.method.exchange(ctx)
-            report = run_round(exchange, agents, run_id=run_id(self.method.name, run.seed),
+            exchange = run.method.exchange(ctx)
+            report = run_round(exchange, agents, run_id=run_id(run.method.name, run.seed),
                                round_=run.rounds + 1, ledger=run.ledger, channel=self.channels[i])
             exchange.apply()
             run.rounds += 1
@@ -237,7 +246,7 @@ class RLBatch:
         self.live_runs -= 1
         self.stale_rows = True
         self.active[run.lanes] = self.waiting[run.lanes] = False
-        rid, method = run_id(self.method.name, run.seed), self.method.name
+        rid, method = run_id(run.method.name, run.seed), run.method.name
         episodes = pd.DataFrame(run.episodes, columns=["agent", "episode", "score", "env_steps"])
         episodes.insert(0, "seed", run.seed)
         episodes.insert(0, "method", method)
@@ -264,10 +273,10 @@ class RLBatch:
             self.rows = self.rows[keep]  # otherwise look again when the next run finishes
 
 
-def simulate(config: RLConfig, method: str, seeds: list[int],
+def simulate(config: RLConfig, runs: Sequence[tuple[str, int]],
              on_finished: Callable[[dict[str, pd.DataFrame]], None],
              on_status: Callable[[str], None] = lambda text: None) -> None:
-    """Run ``seeds`` of ``method`` as one batch; ``on_finished`` receives each run's tables."""
-    if not seeds:
+    """Run every (method, seed) of ``runs`` in one batch; ``on_finished`` receives each run's tables."""
+    if not runs:
         return
-    RLBatch(config, get_method(method), seeds).run(on_finished, on_status)
+    RLBatch(config, [(get_method(method), seed) for method, seed in runs]).run(on_finished, on_status)

@@ -8,7 +8,7 @@ TINY = dict(methods=("frl",), agents=2, seeds=1, max_episodes=4, period=2, hidde
 
 def _run(**options) -> dict[str, pd.DataFrame]:
     tables = []
-    simulate(RLConfig(**TINY, **options), "frl", [0], tables.append)
+    simulate(RLConfig(**TINY, **options), [("frl", 0)], tables.append)
     return tables[0]
 
 

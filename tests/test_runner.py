@@ -13,13 +13,13 @@ TINY = dict(agents=2, seeds=1, max_episodes=12, period=4, hidden=16)
 
 def _collect(config, method, seeds):
     tables = []
-    simulate(config, method, seeds, tables.append)
+    simulate(config, [(method, seed) for seed in seeds], tables.append)
     return {name: pd.concat([t[name] for t in tables], ignore_index=True) for name in tables[0]}
 
 
 def test_barrier_no_round_before_every_agent_finished_its_period(monkeypatch):
     config = RLConfig(methods=("frl",), agents=3, max_episodes=13, period=4, hidden=16)
-    batch = RLBatch(config, get_method("frl"), [7])
+    batch = RLBatch(config, [(get_method("frl"), 7)])
     seen = []
     real = runner.run_round
 
@@ -50,6 +50,19 @@ def test_a_runs_results_do_not_depend_on_the_other_runs_in_the_batch():
         pd.testing.assert_frame_equal(alone, batched[batched.seed == 3].reset_index(drop=True))
 
 
+def test_runs_of_different_methods_share_a_batch_without_affecting_each_other():
+    """PD records memories and distills, FRD distills, FRL loads weights: none of it leaks."""
+    config = RLConfig(target=60, **{**TINY, "max_episodes": 30})
+    mixed = []
+    simulate(config, [("pd", 3), ("frl", 3), ("independent", 1), ("frd", 3)], mixed.append)
+    by_run = {t["runs"].run_id.iloc[0]: t for t in mixed}
+    for method in ("pd", "frl", "frd"):
+        alone = _collect(config, method, [3])
+        for table in ("episodes", "ledger", "runs"):
+            columns = [c for c in alone[table].columns if c not in ("wall_seconds", "latency_s")]
+            pd.testing.assert_frame_equal(alone[table][columns], by_run[f"{method}-seed3"][table][columns])
+
+
 def test_same_seed_gives_identical_episodes_csv(tmp_path):
     config = RLConfig(methods=("frd", "independent"), **TINY)
     experiment.run_experiment(config, tmp_path / "a", progress=False)
@@ -65,25 +78,27 @@ def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkey
 
     real = experiment.simulate
 
-    def interrupted(config, method, seeds, on_finished, on_status):
-        if method == "pd":  # the independent runs are saved, then Ctrl-C during pd
-            def save_then_stop(tables):
-                on_finished(tables)
+    def interrupted(config, runs, on_finished, on_status):
+        saved = []
+
+        def save_then_stop(tables):  # Ctrl-C right after the fourth run is saved
+            on_finished(tables)
+            saved.append(tables)
+            if len(saved) == 4:
                 raise KeyboardInterrupt
-            return real(config, method, seeds, save_then_stop, on_status)
-        return real(config, method, seeds, on_finished, on_status)
+        return real(config, runs, save_then_stop, on_status)
 
     monkeypatch.setattr(experiment, "simulate", interrupted)
     with pytest.raises(KeyboardInterrupt):
         experiment.run_experiment(config, tmp_path / "resumed", progress=False)
     saved = pd.read_csv(tmp_path / "resumed" / "runs.csv")
-    assert sorted(saved["method"]) == ["independent"] * 3 + ["pd"]
-    missing = sorted({0, 1, 2} - set(saved.loc[saved.method == "pd", "seed"]))
+    assert len(saved) == 4
+    missing = sorted({(m, s) for m in ("independent", "pd") for s in range(3)} - set(zip(saved.method, saved.seed)))
 
     ran = []
-    monkeypatch.setattr(experiment, "simulate", lambda c, m, seeds, *a: (ran.append((m, seeds)), real(c, m, seeds, *a)))
+    monkeypatch.setattr(experiment, "simulate", lambda c, runs, *a: (ran.append(sorted(runs)), real(c, runs, *a)))
     experiment.run_experiment(config, tmp_path / "resumed", progress=False)
-    assert ran == [("independent", []), ("pd", missing)] and len(missing) == 2
+    assert ran == [missing] and len(missing) == 2
     full, resumed = (pd.read_csv(tmp_path / d / "episodes.csv").sort_values(["run_id", "agent", "episode"])
                      .reset_index(drop=True) for d in ("full", "resumed"))
     pd.testing.assert_frame_equal(full, resumed)
@@ -109,7 +124,7 @@ def test_generic_env_path_runs_acrobot_lanes():
 
 
 def test_agents_of_a_run_share_initial_weights_runs_do_not():
-    batch = RLBatch(RLConfig(agents=2, hidden=8), get_method("frl"), [0, 1])
+    batch = RLBatch(RLConfig(agents=2, hidden=8), [(get_method("frl"), 0), (get_method("frl"), 1)])
     actor = batch.pop.actor.data
     assert np.array_equal(actor[0], actor[1]) and not np.array_equal(actor[0], actor[2])
 
