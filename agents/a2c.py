@@ -13,8 +13,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from agents.stacked import LaneAdam, StackedMLP, clip_per_lane
+from agents.stacked import ACTIVATIONS, LaneAdam, StackedMLP, clip_per_lane
 from frd.errors import FrdError
+from frd.seeding import Stream
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,6 @@ class A2CConfig:
     entropy_coef: float = 0.0        # entropy bonus
     max_grad_norm: float | None = 0.5  # per-lane clip over actor and critic gradients; None = off
     failure_reward: float | None = None  # training reward at a failure (termination); None = env's
-    distill_epochs: int = 1          # passes over a downloaded memory (PD, FRD)
-    distill_batch: int = 64          # minibatch size of that distillation
-    distill_lr: float = 1e-4         # learning rate of the distillation optimizer (own Adam)
 
 
 RECIPES = {
@@ -95,10 +93,11 @@ class A2CPopulation:
         self.actor_opt = LaneAdam(self.actor, config.actor_lr)
         self.critic_opt = LaneAdam(self.critic, config.critic_lr)
         # Distillation gets its own Adam: its cross-entropy gradients would otherwise inflate the
-        # RL optimizer's second moments and shrink every RL step for ~1/(1-β2) updates.
-        self.distill_opt = LaneAdam(self.actor, config.distill_lr)
+        # RL optimizer's second moments and shrink every RL step for ~1/(1-β2) updates. Its
+        # learning rate is the distilling method's, set per call.
+        self.distill_opt = LaneAdam(self.actor, lr=0.0)
         self.rollout = Rollout(config.n_steps, len(lane_seeds), obs_dim)
-        self._rngs = [np.random.default_rng(int(s) ^ 0x5EED) for s in lane_seeds]
+        self._rngs = [np.random.default_rng(int(s) ^ Stream.RL_ACTIONS) for s in lane_seeds]
         self._uniforms = np.empty((len(lane_seeds), 0))
         self._next_uniform = 0
 
@@ -190,18 +189,18 @@ class A2CPopulation:
         return returns
 
     def distill(self, rows: Sequence[int], states: np.ndarray, target_probs: np.ndarray,
-                rng: np.random.Generator) -> float:
+                rng: np.random.Generator, *, epochs: int, batch: int, lr: float) -> float:
         """Fit the actors of ``rows`` to a memory: minimise −Σ_a π_target(a|s) log π_θ(a|s).
 
-        ``distill_epochs`` passes in shuffled minibatches with the distillation optimizer; returns
-        the mean cross-entropy of the last pass.
+        ``epochs`` passes in shuffled minibatches of ``batch`` with the distillation optimizer at
+        learning rate ``lr``; returns the mean cross-entropy of the last pass.
         """
         rows_t = torch.as_tensor(list(rows), dtype=torch.long)
         mask = torch.zeros(self.lanes, dtype=torch.bool)
         mask[rows_t] = True
         x_all, p_all = torch.as_tensor(states, dtype=torch.float32), torch.as_tensor(target_probs, dtype=torch.float32)
-        batch = self.config.distill_batch
-        for _ in range(self.config.distill_epochs):
+        self.distill_opt.lr = lr
+        for _ in range(epochs):
             losses = []
             order = torch.from_numpy(rng.permutation(len(x_all)))
             for start in range(0, len(order), batch):

@@ -33,7 +33,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from classification.config import ClsConfig  # noqa: E402
+from classification.methods import cls_config  # noqa: E402
 from classification.data import load_dataset  # noqa: E402
 from classification.methods import GLOBAL  # noqa: E402
 from classification.models import build_model, count_parameters  # noqa: E402
@@ -60,7 +60,7 @@ def run_grid(alphas: list[float], methods: list[str], rounds: int, work: Path) -
     tables: dict[str, list[pd.DataFrame]] = {"runs": [], "rounds": [], "ledger": []}
     for alpha in alphas:
         for method in methods:
-            config = ClsConfig(method=method, alpha=alpha, rounds=rounds, **SCALED)
+            config = cls_config(method=method, alpha=alpha, rounds=rounds, **SCALED)
             store = run_experiment(config, work / f"{method}-alpha{alpha}", progress=False)
             for name, frame in tables.items():
                 frame.append(store.read(name).assign(method=method, alpha=alpha))

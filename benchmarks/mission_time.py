@@ -14,8 +14,9 @@ import argparse
 import pandas as pd
 
 from benchmarks.common import Clock, MissionCallback, sb3_a2c, set_threads
-from frd.rl_runner import RLConfig, simulate
-from frd.summary import quartiles
+from frd.rl.config import RLConfig
+from frd.rl.runner import simulate
+from frd.stats import quartiles
 
 
 def ours(seeds: int, threads: int) -> tuple[Clock, pd.DataFrame]:

@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from classification.config import ClsConfig  # noqa: E402
+from classification.methods import cls_config  # noqa: E402
 from classification.context import RunContext  # noqa: E402
 from classification.data import load_dataset  # noqa: E402
 from classification.models import count_parameters  # noqa: E402
@@ -182,7 +182,7 @@ def plot_payload(table: pd.DataFrame, path: Path) -> None:
 def privacy(data_dir: str | None, out: Path, seed: int) -> pd.DataFrame:
     """Part b on the first two devices of an IID split of the MNIST pool (50 mixes each)."""
     data = load_dataset("mnist", data_dir)
-    ctx = RunContext.build(ClsConfig(dataset="mnist", samples_per_device=500), seed, data)
+    ctx = RunContext.build(cls_config(dataset="mnist", samples_per_device=500), seed, data)
     devices = [tuple(t.numpy() for t in ctx.device_data(d)) for d in range(2)]
     table = privacy_table(devices, n_classes=data.classes, gammas=PRIVACY_GAMMAS, n_mix=50, seed=seed)
     raw = pd.DataFrame([dict(gamma=0.0, scheme="Mixup", mean=-np.inf, std=0.0, n=50)])

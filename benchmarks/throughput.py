@@ -18,8 +18,8 @@ import time
 import pandas as pd
 
 from benchmarks.common import Clock, sb3_steps, set_threads
-from frd.rl_methods import get_method
-from frd.rl_runner import RLBatch, RLConfig
+from frd.rl.config import RLConfig
+from frd.rl.runner import RLBatch
 
 
 class PhaseTimes:
@@ -46,14 +46,14 @@ def population_steps(lanes: int, steps_per_lane: int, threads: int,
                      phases: PhaseTimes | None = None) -> tuple[int, Clock]:
     """Env steps taken by ``lanes`` always-stepping lanes in ``steps_per_lane`` runner steps."""
     config = RLConfig(agents=2, seeds=lanes // 2, max_episodes=10**9, target=float("inf"), threads=threads)
-    batch = RLBatch(config, [(get_method("independent"), seed) for seed in range(lanes // 2)])
+    batch = RLBatch(config, [("independent", seed) for seed in range(lanes // 2)])
     if phases is not None:
         for obj, method, phase in ((batch.pop, "act", "act"), (batch.env, "step", "env"), (batch.pop, "learn", "update")):
             phases.wrap(obj, method, phase)
     with Clock() as clock:
         batch.reset()
         for _ in range(steps_per_lane):
-            batch.step(on_finished=lambda tables: None)
+            batch.step()
     return int(batch.env_steps.sum()), clock
 
 

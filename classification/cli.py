@@ -6,10 +6,11 @@ from dataclasses import fields
 from pathlib import Path
 
 from frd.channel import CHANNELS, parse_channel_option
+from frd.options import add_option_flags, given_options
+from frd.results import run_id
 from classification.config import ClsConfig
-from classification.context import run_id
 from classification.data import DATASETS
-from classification.methods import METHODS
+from classification.methods import CLS_METHODS, cls_config
 from classification.models import MODELS
 from classification.partitions import PARTITIONS
 from classification.report import plot_accuracy, summarize
@@ -17,12 +18,13 @@ from classification.runner import run_experiment
 
 DEFAULTS = ClsConfig()
 
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     d = DEFAULTS
     p = subparsers.add_parser("cls", help="classification: FL, FD, FLD/MixFLD/Mix2FLD, FedDM/FedDualMatch",
                               description=__doc__ + " Defaults are scaled down for a CPU; --paper uses the "
                               "Mix2FLD letter's values (MNIST, 10 × 500 samples, 16 rounds × 400 iterations).")
-    p.add_argument("--method", choices=list(METHODS), help=f"exchange method (default {d.method})")
+    p.add_argument("--method", choices=list(CLS_METHODS), help=f"exchange method (default {d.method})")
     p.add_argument("--dataset", choices=list(DATASETS), help=f"dataset (default {d.dataset}, needs no files)")
     p.add_argument("--data-dir", metavar="DIR", help="dataset files (default ../shared/data/<dataset> beside the repo "
                    "when it exists, else ~/.cache/frd/<dataset>)")
@@ -43,23 +45,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--iterations", dest="iterations_per_round", type=int, metavar="N", help=f"local iterations per round (default {d.iterations_per_round}; paper 400)")
     p.add_argument("--batch-size", type=int, help=f"local minibatch (default {d.batch_size})")
     p.add_argument("--lr", type=float, help=f"SGD learning rate (default {d.lr})")
-    p.add_argument("--beta", type=float, help=f"FD distillation weight (default {d.beta})")
-    p.add_argument("--ipc", type=int, help=f"feddm/feddualmatch: synthetic images per class (default {d.ipc})")
-    p.add_argument("--distill-preset", choices=["cpu", "paper"],
-                   help=f"feddm/feddualmatch budgets: cpu (scaled down) or paper (GPU scale) (default {d.distill_preset})")
-    p.add_argument("--distill-iterations", type=int, metavar="N", help="feddm/feddualmatch: image updates per round "
-                   "(default: the preset's, cpu 30, paper 20000)")
-    p.add_argument("--server-epochs", type=int, metavar="N", help="feddm/feddualmatch: server epochs T_g on the "
-                   "synthetic data (default: the preset's, cpu 5, paper 300)")
-    p.add_argument("--dp-noise", type=float, metavar="SIGMA", help="feddm/feddualmatch: turn on DP with noise factor σ")
-    p.add_argument("--dp-clip", type=float, metavar="C", help=f"DP clip norm C (default {d.dp_clip})")
-    p.add_argument("--gamma", type=float, help=f"MixFLD/Mix2FLD mixing ratio in (0, 0.5) (default {d.gamma})")
-    p.add_argument("--n-mix", type=int, metavar="N", help=f"FLD family: seed samples per device (default {d.n_mix})")
-    p.add_argument("--n-inv", type=int, metavar="N", help="Mix2FLD: inverse-mixed samples in all (default: every one the uploads allow)")
-    p.add_argument("--n-s", type=int, metavar="N", help=f"Mix2FLD: mixed samples per inverse-Mixup group (default {d.n_s})")
-    p.add_argument("--server-iterations", type=int, metavar="N",
-                   help=f"FLD family: server KD iterations per round (default {d.server_iterations}; paper 3200)")
-    p.add_argument("--server-lr", type=float, help=f"FLD family: server KD step size (default {d.server_lr})")
     p.add_argument("--reference-device", type=int, help=f"device evaluated each round (default {d.reference_device})")
     p.add_argument("--channel", choices=list(CHANNELS), help=f"channel model (default {d.channel})")
     p.add_argument("--channel-opt", dest="channel_options", type=parse_channel_option, action="append", metavar="NAME=VALUE",
@@ -71,23 +56,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--paper", action="store_true", help="start from the paper's parameters instead of the CPU defaults")
     p.add_argument("--out", metavar="DIR", help="results folder (default results/cls/<method>-<dataset>-<partition>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_option_flags(p, CLS_METHODS)
     p.set_defaults(run=run)
 
 
 def config_from_args(args: argparse.Namespace) -> ClsConfig:
-    """The CPU defaults (or, with --paper, the paper's values) overridden by every option given
-    (options default to None, meaning "not given")."""
-    given = {f.name: getattr(args, f.name) for f in fields(ClsConfig) if getattr(args, f.name, None) is not None}
+    """The CPU defaults (or, with --paper, the paper's values) overridden by every flag given
+    (common flags default to None and method flags are absent, meaning "not given")."""
+    given = {f.name: getattr(args, f.name) for f in fields(ClsConfig)
+             if f.name not in ("method", "options") and getattr(args, f.name, None) is not None}
     if "channel_options" in given:
         given["channel_options"] = dict(given["channel_options"])
-    return ClsConfig.paper(**given) if args.paper else ClsConfig(**given)
+    return cls_config(args.method or ClsConfig.method, paper=args.paper, **given, **given_options(args))
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     out = Path(args.out or f"results/cls/{config.method}-{config.dataset}-{config.partition}")
     store = run_experiment(config, out, progress=not args.no_progress)
-    ids = {run_id(config, s) for s in range(config.seeds)}
+    ids = {run_id(config.method, s) for s in range(config.seeds)}
     runs, rounds, ledger = (store.read(t) for t in ("runs", "rounds", "ledger"))
     runs, rounds = runs[runs["run_id"].isin(ids)], rounds[rounds["run_id"].isin(ids)]
     print(summarize(runs, ledger).T.to_string(header=False))

@@ -2,19 +2,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
+from frd.channel import CHANNELS, check_channel
 from frd.errors import FrdError
-from classification.partitions import PartitionSpec
+from frd.options import NoOptions, options_key
+from frd.results import ResumeKey
+from classification.data import DATASETS
+from classification.models import MODELS
+from classification.partitions import PARTITIONS, PartitionSpec
 
 PAPER = {"dataset": "mnist", "devices": 10, "samples_per_device": 500, "rounds": 16,
-         "iterations_per_round": 400, "lr": 0.01, "beta": 0.01, "server_iterations": 3200, "server_lr": 0.05}
-"""The Mix2FLD letter's simulation parameters [seed 003]: K = 6,400 local iterations, split
-[ours] into 16 rounds × 400; K_s = 3,200 server KD iterations per global update; η = 0.01;
-ε = 0.05 (read as the server's KD step size); β = 0.01; 10 devices × 500 MNIST samples."""
+         "iterations_per_round": 400, "lr": 0.01}
+"""The Mix2FLD letter's simulation parameters that every method shares [seed 003]: K = 6,400
+local iterations, split [ours] into 16 rounds × 400; η = 0.01; 10 devices × 500 MNIST samples.
+A method's own paper values (β, K_s, ε) are its options' ``PAPER``."""
 
-SEED_SAMPLE_FIELDS = ("gamma", "n_mix", "n_inv", "n_s", "server_iterations", "server_lr")
-"""Options of FLD / MixFLD / Mix2FLD, added after the first results were saved: left out of the
-resume key while at their defaults, so folders of earlier FL / FD runs still resume."""
+NOT_IN_RESUME_KEY = ("seeds", "threads", "data_dir", "download", "options")
+"""Fields that do not change a seed's results (the options enter the key as the method's part)."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,7 @@ class ClsConfig:
     ``PAPER`` has the paper's values."""
 
     method: str = "fl"
-    """Method name, a key of ``classification.methods.METHODS``."""
+    """Method name, a key of ``classification.methods.CLS_METHODS``."""
     dataset: str = "digits"
     """digits (bundled 8×8, no files), mnist (IDX files) or cifar10 (python batches)."""
     data_dir: str | None = None
@@ -65,34 +70,6 @@ class ClsConfig:
     """Local minibatch size [ours; the seed gives none. 10 reached the accuracy of 32 on MNIST at half the time]."""
     lr: float = 0.01
     """SGD learning rate η [seed 003: 0.01]."""
-    beta: float = 0.01
-    """Weight β of the distillation term in FD's local loss [seed 003: 0.01]."""
-    ipc: int = 10
-    """feddm/feddualmatch: synthetic images per class each client uploads [seed 000: 10]."""
-    distill_preset: str = "cpu"
-    """feddm/feddualmatch budgets: cpu (scaled down) or paper (the published scale, GPU work); see
-    ``DistillConfig.preset`` and ``ServerConfig.preset``."""
-    distill_iterations: int | None = None
-    """feddm/feddualmatch: image updates per client and round; None: the preset's (cpu 30, paper 20,000)."""
-    server_epochs: int | None = None
-    """feddm/feddualmatch: server training epochs T_g on the synthetic data; None: the preset's (cpu 5, paper 300)."""
-    dp_noise: float | None = None
-    """feddm/feddualmatch: DP noise factor σ on the synthetic-set gradient; None: no DP."""
-    dp_clip: float = 1.0
-    """feddm/feddualmatch with DP: clip norm C of that gradient."""
-    gamma: float = 0.2
-    """MixFLD / Mix2FLD mixing ratio γ in (0, 0.5) [seed: γ ∈ (0, 0.5); the value is ours]."""
-    n_mix: int = 10
-    """FLD / MixFLD / Mix2FLD: seed samples each device uploads once (raw or mixed) [seed 003: 10 or 50]."""
-    n_inv: int | None = None
-    """Mix2FLD: inverse-mixed samples the server makes, in all [seed 003: 10, 20, 50 or 100]; None: every
-    one it can (at least one). More than the uploads that arrived allow is an error."""
-    n_s: int = 2
-    """Mix2FLD: mixed samples (of n_s different devices) per inverse-Mixup group [seed: 2]."""
-    server_iterations: int = 800
-    """FLD family: server KD iterations per global update [paper K_s = 3,200; scaled down 4× like K]."""
-    server_lr: float = 0.05
-    """FLD family: server KD step size [seed 003 lists ε = 0.05 without defining it; this is our reading]."""
     reference_device: int = 0
     """The device whose model is evaluated each round [seed 003: a randomly selected device]."""
     channel: str = "ideal"
@@ -103,59 +80,44 @@ class ClsConfig:
     """Number of seeds; run s uses seed s."""
     threads: int = 1
     """torch intra-op threads (the machines are shared; results are reproducible for a fixed count)."""
+    options: Any = field(default_factory=NoOptions)
+    """The method's resolved options (its ``Options`` dataclass); build configs with
+    ``classification.methods.cls_config``, which fills them in."""
 
     def __post_init__(self) -> None:
-        self._check_names()
+        for what, value, known in (("dataset", self.dataset, DATASETS), ("partition", self.partition, PARTITIONS),
+                                   ("model", self.model, ["auto", *MODELS]), ("channel", self.channel, CHANNELS)):
+            if value not in known:
+                raise FrdError(f"unknown {what} {value!r}; choose one of {', '.join(known)}")
         positive = {"devices": self.devices, "rounds": self.rounds, "iterations_per_round": self.iterations_per_round,
                     "batch_size": self.batch_size, "seeds": self.seeds, "threads": self.threads}
         for name, value in positive.items():
             if value < 1:
                 raise FrdError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        if self.alpha <= 0:
+        if not self.alpha > 0:
             raise FrdError(f"--alpha must be > 0, got {self.alpha}; try 0.5 (mild) or 0.1 (strong label skew)")
-        if self.lr <= 0 or self.beta < 0:
-            raise FrdError(f"need --lr > 0 and --beta >= 0, got lr={self.lr}, beta={self.beta}")
-        self._check_seed_samples()
+        if not self.lr > 0:
+            raise FrdError(f"--lr must be > 0, got {self.lr}")
+        if not 0 < self.test_fraction < 1:
+            raise FrdError(f"--test-fraction must be in (0, 1), got {self.test_fraction}")
+        for name in ("split_seed", "minority_labels", "minority_samples", "min_samples"):
+            if getattr(self, name) < 0:
+                raise FrdError(f"--{name.replace('_', '-')} must be at least 0, got {getattr(self, name)}")
         if self.samples_per_device is not None and self.samples_per_device < 1:
             raise FrdError(f"--samples-per-device must be at least 1, got {self.samples_per_device}")
-        if self.ipc < 1 or self.distill_preset not in ("cpu", "paper"):
-            raise FrdError(f"need --ipc >= 1 and --distill-preset cpu or paper, got {self.ipc}, {self.distill_preset!r}")
+        if self.width is not None and self.width < 1:
+            raise FrdError(f"--width must be at least 1, got {self.width}")
         if not 0 <= self.reference_device < self.devices:
-            raise FrdError(f"--reference-device must be a device index in 0..{self.devices - 1}, got {self.reference_device}")
-
-    def _check_seed_samples(self) -> None:
-        from classification.mixup import check_gamma
-
-        check_gamma(self.gamma)
-        for name, low in (("n_mix", 1), ("n_inv", 1), ("n_s", 2), ("server_iterations", 0)):
-            if getattr(self, name) is not None and getattr(self, name) < low:
-                raise FrdError(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(self, name)}")
-        if self.server_lr <= 0:
-            raise FrdError(f"--server-lr must be > 0, got {self.server_lr}")
-
-    def _check_names(self) -> None:
-        from frd.channel import CHANNELS
-        from classification.data import DATASETS
-        from classification.methods import METHODS  # imported here: the methods import this module
-        from classification.models import MODELS
-        from classification.partitions import PARTITIONS
-
-        for what, value, known in (("method", self.method, METHODS), ("dataset", self.dataset, DATASETS),
-                                   ("partition", self.partition, PARTITIONS), ("model", self.model, ["auto", *MODELS]),
-                                   ("channel", self.channel, CHANNELS)):
-            if value not in known:
-                raise FrdError(f"unknown {what} {value!r}; choose one of {', '.join(known)}")
-
-    @classmethod
-    def paper(cls, **overrides) -> "ClsConfig":
-        """The paper-scale configuration, with ``overrides`` on top."""
-        return cls(**{**PAPER, **overrides})
+            raise FrdError(f"--reference-device must be a device index in 0..{self.devices - 1}, "
+                           f"got {self.reference_device}")
+        check_channel(self.channel, self.channel_options)
 
     @property
     def partition_spec(self) -> PartitionSpec:
         return PartitionSpec(self.alpha, self.min_samples, self.minority_labels, self.minority_samples)
 
-    def resume_key(self) -> dict:
-        """Everything that must match to resume a results folder: all but the number of seeds."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seeds"
-                and not (f.name in SEED_SAMPLE_FIELDS and getattr(self, f.name) == f.default)}
+    def resume_key(self) -> ResumeKey:
+        """Everything that changes a seed's results: the common fields (not the number of seeds,
+        threads or where the data files are) and the method's resolved options."""
+        common = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_IN_RESUME_KEY}
+        return ResumeKey(common, {self.method: options_key(self.options)})

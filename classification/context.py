@@ -9,20 +9,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from frd.seeding import derive_seed
+from frd.results import run_id
+from frd.seeding import Stream, derive_seed
 from classification.config import ClsConfig
 from classification.data import Dataset
 from classification.devices import BatchStream, DeviceStack
 from classification.models import build_model
 from classification.partitions import PARTITIONS
 from classification.training import LocalLoss, local_sgd
-
-PARTITION_STREAM, INIT_STREAM, BATCH_STREAM, CHANNEL_STREAM, METHOD_STREAM = range(1, 6)
-"""Second key of ``derive_seed(seed, stream, ...)``: each use of randomness has its own stream."""
-
-
-def run_id(config: ClsConfig, seed: int) -> str:
-    return f"{config.method}-{config.dataset}-{config.partition}-seed{seed}"
 
 
 @dataclass
@@ -40,18 +34,18 @@ class RunContext:
     def build(cls, config: ClsConfig, seed: int, data: Dataset) -> "RunContext":
         """Partition the pool, and give every device the same initial model (shipped with the app,
         so no initial broadcast is charged)."""
-        rng = np.random.default_rng(derive_seed(seed, PARTITION_STREAM))
+        rng = np.random.default_rng(derive_seed(seed, Stream.CLS_PARTITION))
         parts = PARTITIONS[config.partition](data.y_pool.numpy(), config.devices, config.samples_per_device,
                                              rng, config.partition_spec)
         with torch.random.fork_rng():
-            torch.manual_seed(derive_seed(seed, INIT_STREAM))
+            torch.manual_seed(derive_seed(seed, Stream.CLS_INIT))
             template = build_model(config.model, config.dataset, data.image_shape, data.classes, config.width)
-        stream = BatchStream(parts, [derive_seed(seed, BATCH_STREAM, d) for d in range(config.devices)])
+        stream = BatchStream(parts, [derive_seed(seed, Stream.CLS_BATCHES, d) for d in range(config.devices)])
         return cls(config, seed, data, parts, DeviceStack(template, config.devices), stream)
 
     @property
     def run_id(self) -> str:
-        return run_id(self.config, self.seed)
+        return run_id(self.config.method, self.seed)
 
     @property
     def classes(self) -> int:
@@ -73,7 +67,7 @@ class RunContext:
 
     def rng(self, *keys: int) -> np.random.Generator:
         """A method's own seeded generator, one per distinct ``keys``."""
-        return np.random.default_rng(derive_seed(self.seed, METHOD_STREAM, *keys))
+        return np.random.default_rng(derive_seed(self.seed, Stream.CLS_METHOD, *keys))
 
     def train_devices(self, iterations: int, loss_fn: LocalLoss) -> None:
         """``iterations`` local SGD steps of every device on its own minibatches."""

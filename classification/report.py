@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from frd.summary import quartiles
+from frd.stats import quartiles
 from classification.methods import GLOBAL
 
 

@@ -13,12 +13,12 @@ from tqdm import tqdm
 from frd.channel import make_channel
 from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
-from frd.results import ResultStore
-from frd.seeding import derive_seed
+from frd.results import ResultStore, run_id
+from frd.seeding import Stream, derive_seed
 from classification.config import ClsConfig
-from classification.context import CHANNEL_STREAM, RunContext, run_id
+from classification.context import RunContext
 from classification.data import Dataset, load_dataset
-from classification.methods import GLOBAL, METHODS, Method
+from classification.methods import GLOBAL, Method, get_method
 from classification.models import count_parameters
 from classification.training import evaluate
 
@@ -38,15 +38,21 @@ def _evaluate(ctx: RunContext, method: Method, round_: int, compute_s: float, co
     return rows
 
 
+def build_run(config: ClsConfig, seed: int, data: Dataset) -> tuple[RunContext, Method]:
+    """One seed's context (partition, devices' models) and method, with ``config`` resolved by the
+    method (e.g. its model for ``--model auto``)."""
+    method_class = get_method(config.method)
+    ctx = RunContext.build(method_class.resolve(config), seed, data)
+    return ctx, method_class(ctx)
+
+
 def run_seed(config: ClsConfig, seed: int, data: Dataset,
              on_round: Callable[[], object] = lambda: None) -> dict[str, pd.DataFrame]:
     """One seed of ``config``: the runs, rounds and ledger tables of that run."""
-    method_class = METHODS[config.method]
-    config = getattr(method_class, "resolve", lambda c: c)(config)  # an entry may be any factory of a Method
-    ctx = RunContext.build(config, seed, data)
-    method = method_class(ctx)
+    ctx, method = build_run(config, seed, data)
+    config = ctx.config
     ledger = Ledger()
-    channel = make_channel(config.channel, derive_seed(seed, CHANNEL_STREAM), **config.channel_options)
+    channel = make_channel(config.channel, derive_seed(seed, Stream.CLS_CHANNEL), **config.channel_options)
     participants = list(range(config.devices))
 
     def exchange(what: Exchange, round_: int) -> float:
@@ -82,14 +88,19 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset,
 
 
 def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True) -> ResultStore:
-    """Every seed of ``config`` not already finished in ``out_dir``; results are saved per seed."""
+    """Every seed of ``config`` not already finished in ``out_dir``; results are saved per seed.
+
+    The dataset, partition, model and method are built and checked (on seed 0) before the
+    results folder is touched, so a fixable error leaves nothing behind that blocks the rerun.
+    """
+    data = load_dataset(config.dataset, config.data_dir, download=config.download,
+                        test_fraction=config.test_fraction, split_seed=config.split_seed)
+    torch.set_num_threads(config.threads)
+    build_run(config, 0, data)
     store = ResultStore(out_dir, config, config.resume_key())
-    todo = [s for s in range(config.seeds) if run_id(config, s) not in store.finished()]
+    todo = [s for s in range(config.seeds) if run_id(config.method, s) not in store.finished()]
     try:
         if todo:
-            data = load_dataset(config.dataset, config.data_dir, download=config.download,
-                                test_fraction=config.test_fraction, split_seed=config.split_seed)
-            torch.set_num_threads(config.threads)
             with tqdm(total=len(todo) * config.rounds, disable=not progress, unit="round",
                       desc=f"{config.method} on {config.dataset}") as bar:
                 for seed in todo:

@@ -23,7 +23,7 @@ from typing import Mapping, Protocol
 import numpy as np
 
 from frd.errors import FrdError
-from frd.seeding import derive_seed
+from frd.seeding import Stream, derive_seed
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,6 @@ class IdealChannel:
     def downlink(self, bits: Mapping[int, int]) -> dict[int, Transfer]:
         return {p: Transfer(0.0, True) for p in bits}
 
-
-CHANNEL_STREAM = 0xC4A77E1
-"""Key mixed with the run seed for the fading draws, so they never share a stream with a lane."""
 
 BOUNDARY_RTOL = 1e-9
 """Relative float slack so that SNR == θ and bits == capacity count as met despite rounding."""
@@ -101,7 +98,7 @@ class WirelessChannel:
                 raise FrdError(f"wireless channel: {f} must be positive, got {getattr(self, f)!r}")
         if not math.isfinite(self.t_max_s):
             raise FrdError("wireless channel: t_max_s must be finite; give the longest transfer to allow")
-        self.rng = np.random.default_rng(derive_seed(self.seed, CHANNEL_STREAM))
+        self.rng = np.random.default_rng(derive_seed(self.seed, Stream.FADING))
 
     @property
     def max_slots(self) -> int:
@@ -165,11 +162,33 @@ def make_wireless(seed: int, preset: str = "asymmetric", **overrides) -> Wireles
     if unknown:
         raise FrdError(f"unknown wireless channel option(s) {', '.join(unknown)}; "
                        f"valid options: preset, {', '.join(sorted(allowed))}")
+    for name, value in overrides.items():
+        _check_option_value(name, value)
     return WirelessChannel(**{**WIRELESS_PRESETS[preset], **overrides}, seed=seed, name=f"wireless-{preset}")
 
 
+def _check_option_value(name: str, value: object) -> None:
+    """A wireless option's value has the field's type: a flag for ``fading``, a finite number
+    (a whole one for ``n_channels``) for the rest."""
+    if name == "fading":
+        if not isinstance(value, bool):
+            raise FrdError(f"--channel-opt fading takes true or false, got {value!r}")
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise FrdError(f"--channel-opt {name} takes a finite number, got {value!r}")
+    if name == "n_channels" and value != int(value):
+        raise FrdError(f"--channel-opt n_channels takes a whole number, got {value!r}")
+
+
+def _ideal(seed: int, **options: object) -> IdealChannel:
+    if options:
+        raise FrdError(f"the ideal channel has no options (got {', '.join(sorted(options))}); "
+                       "choose --channel wireless to set them")
+    return IdealChannel()
+
+
 CHANNELS = {
-    "ideal": lambda seed, **options: IdealChannel(),
+    "ideal": _ideal,
     "wireless": make_wireless,
     **{f"wireless-{p}": partial(make_wireless, preset=p) for p in WIRELESS_PRESETS},
 }
@@ -182,6 +201,11 @@ def make_channel(name: str, seed: int, **options) -> Channel:
     return CHANNELS[name](seed, **options)
 
 
+def check_channel(name: str, options: Mapping[str, object]) -> None:
+    """Build the channel once, so a bad name or option fails before anything is written."""
+    make_channel(name, 0, **options)
+
+
 def parse_channel_option(text: str) -> tuple[str, float | bool | str]:
     """``p_up_dbm=15`` → a number, ``fading=false`` → a flag, ``preset=symmetric`` → a word."""
     name, sep, value = text.partition("=")
@@ -192,4 +216,4 @@ def parse_channel_option(text: str) -> tuple[str, float | bool | str]:
     try:
         return name, float(value)
     except ValueError:
-        return name, value
+        return name, value  # a word (preset=symmetric); each channel checks its options' types

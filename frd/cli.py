@@ -8,7 +8,7 @@ import sys
 
 from frd.errors import FrdError
 
-COMMAND_MODULES = ("frd.rl_cli", "classification.cli")
+COMMAND_MODULES = ("frd.rl.cli", "classification.cli")
 """Modules with ``register(subparsers)``, each adding subcommands that ``set_defaults(run=...)``."""
 
 
@@ -31,7 +31,11 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; the exit code: 0 done, 2 bad input (one line on stderr), 130 interrupted."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a flag argparse refused (2, one line already printed)
+        return int(exc.code or 0)
     signal.signal(signal.SIGTERM, _stop)
     try:
         return int(args.run(args) or 0)

@@ -23,7 +23,16 @@ class Exchange(Protocol):
         """Server side: from the uploads that arrived, what each participant receives."""
 
     def download(self, participant: int, payload: Payload) -> None:
-        """Apply what arrived at ``participant``."""
+        """Receive what arrived at ``participant``."""
+
+    def finish_round(self) -> None:
+        """After every download of the round: apply what needs all of them (e.g. distil the
+        receivers of one memory together)."""
+
+
+def broadcast(payload: Payload, participants: Sequence[int]) -> dict[int, Payload]:
+    """The same payload for every participant (charged once per receiver by the ledger)."""
+    return {p: payload for p in participants}
 
 
 @dataclass(frozen=True)
@@ -40,8 +49,8 @@ def run_round(exchange: Exchange, participants: Sequence[int], *, run_id: str, r
     """Run one round and append its transfers to ``ledger``.
 
     Uploads that fail on the channel are left out of the aggregate; a failed download leaves
-    that participant unchanged. The round's communication time is the slowest delivered upload
-    plus the slowest delivered download.
+    that participant unchanged; ``finish_round`` runs once every download is in. The round's
+    communication time is the slowest delivered upload plus the slowest delivered download.
     """
     channel = channel or IdealChannel()
     uploads = {p: exchange.upload(p) for p in participants}
@@ -55,6 +64,7 @@ def run_round(exchange: Exchange, participants: Sequence[int], *, run_id: str, r
         ledger.record(run_id, round_, p, "down", d.kind, d.entries, d.bits, down[p].latency_s, down[p].delivered)
         if down[p].delivered:
             exchange.download(p, d)
+    exchange.finish_round()
     comm_s = (max((up[p].latency_s for p in arrived), default=0.0)
               + max((t.latency_s for t in down.values() if t.delivered), default=0.0))
     return RoundReport(round_, tuple(arrived), sum(u.bits for u in uploads.values()),

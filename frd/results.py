@@ -4,7 +4,8 @@ When a run finishes, each of its tables is written as a part file ``parts/<table
 (temporary file, then rename), its ``runs`` part last: a run counts as finished only once that
 exists. ``consolidate`` gathers the finished parts into ``<table>.csv``. Re-running the same
 command into the same folder skips the finished runs; parts of an unfinished run are ignored
-and overwritten.
+and overwritten. Each run's row in ``provenance.csv`` records the package versions and command
+that produced it; ``config.json`` holds the resolved config and the resume key.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import json
 import os
 import platform
 import sys
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
@@ -22,6 +23,7 @@ import pandas as pd
 from frd.errors import FrdError
 
 RUNS_TABLE = "runs"
+PROVENANCE_TABLE = "provenance"
 _PACKAGES = ("frd", "torch", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn")
 
 
@@ -33,6 +35,11 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
+
+
+def provenance(rid: str) -> pd.DataFrame:
+    """One row per run: the package versions and command that produced it (provenance.csv)."""
+    return pd.DataFrame([{"run_id": rid, **package_versions(), "command": " ".join(sys.argv)}])
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -48,32 +55,54 @@ def atomic_write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 
 def _jsonable(config: Any) -> Any:
-    return asdict(config) if is_dataclass(config) else dict(config)
+    return asdict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
+
+
+def run_id(method: str, seed: int) -> str:
+    """The id of one run (method, seed) in every table of both domains."""
+    return f"{method}-seed{seed}"
+
+
+@dataclass(frozen=True)
+class ResumeKey:
+    """What must match for a folder to be resumed: the fields every method shares, and per
+    method its resolved options. A folder may gather more methods later; a method already in
+    it must come with the same options."""
+
+    common: Mapping[str, Any]
+    methods: Mapping[str, Mapping[str, Any]]
+
+    def jsonable(self) -> dict[str, Any]:
+        return json.loads(json.dumps({"common": dict(self.common), "methods": dict(self.methods)}, default=str))
 
 
 class ResultStore:
-    """An output folder of tables keyed by ``run_id``.
+    """An output folder of tables keyed by ``run_id``; a folder holding another experiment is
+    refused. Create it only once the config has been validated: it writes ``config.json``."""
 
-    ``resume_key`` is the part of the config that must match for a folder to be resumed
-    (everything but the number of seeds, say); a folder holding another experiment is refused.
-    """
-
-    def __init__(self, out_dir: str | Path, config: Any, resume_key: Mapping[str, Any]) -> None:
+    def __init__(self, out_dir: str | Path, config: Any, resume_key: ResumeKey) -> None:
         self.out = Path(out_dir)
+        key = resume_key.jsonable()
+        config_path = self.out / "config.json"
+        saved = json.loads(config_path.read_text()) if config_path.exists() else None
+        if saved is not None:
+            old = saved.get("resume_key") or {}
+            if not isinstance(old, dict) or set(old) != {"common", "methods"}:
+                raise FrdError(f"{self.out} was written by an older frd whose results are not comparable; "
+                               "use another --out")
+            same_methods = all(old["methods"][m] == key["methods"][m] for m in key["methods"] if m in old["methods"])
+            if old["common"] != key["common"] or not same_methods:
+                raise FrdError(f"{self.out} holds results of a different experiment; "
+                               "use another --out or delete that folder")
+            key["methods"] = {**old["methods"], **key["methods"]}
+            if key == old:
+                return
         try:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise FrdError(f"cannot create output folder {self.out}: {exc.strerror}; choose another --out") from None
-        key = json.loads(json.dumps(dict(resume_key), default=str))
-        config_path = self.out / "config.json"
-        if config_path.exists():
-            saved = json.loads(config_path.read_text()).get("resume_key")
-            if saved != key:
-                raise FrdError(f"{self.out} holds results of a different experiment; "
-                               "use another --out or delete that folder")
         atomic_write_text(config_path, json.dumps(
-            {"config": _jsonable(config), "resume_key": key, "versions": package_versions(),
-             "command": sys.argv}, indent=2, default=str))
+            {"config": _jsonable(config), "resume_key": key, "command": sys.argv}, indent=2, default=str))
 
     def path(self, table: str) -> Path:
         return self.out / f"{table}.csv"
@@ -92,11 +121,12 @@ class ResultStore:
         """Write one finished run's tables; ``runs`` (one row, with ``run_id``) must be among them."""
         if RUNS_TABLE not in tables:
             raise ValueError("a finished run needs its runs row")
-        run_id = str(tables[RUNS_TABLE]["run_id"].iloc[0])
+        rid = str(tables[RUNS_TABLE]["run_id"].iloc[0])
+        tables = {**tables, PROVENANCE_TABLE: provenance(rid)}
         for name in [t for t in tables if t != RUNS_TABLE] + [RUNS_TABLE]:
             folder = self._parts(name)
             folder.mkdir(parents=True, exist_ok=True)
-            atomic_write_csv(tables[name], folder / f"{run_id}.csv")
+            atomic_write_csv(tables[name], folder / f"{rid}.csv")
 
     def consolidate(self) -> None:
         """Gather every finished run's parts into ``<table>.csv`` (ordered by run id)."""

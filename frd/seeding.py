@@ -1,7 +1,40 @@
-"""Seeds derived from (run seed, participant) so a lane's randomness is its own."""
+"""Seeds derived from (run seed, stream, …) so each use of randomness has a stream of its own.
+
+Every stream key of the suite is named here, so no two uses can share one by accident. The
+values are historical (changing one changes every result that draws from it).
+"""
 from __future__ import annotations
 
+from enum import IntEnum
+
 import numpy as np
+
+
+class Stream(IntEnum):
+    """Stream keys: ``derive_seed(run_seed, Stream.X, …)``."""
+
+    # RL: derive_seed(run seed, key) unless noted
+    RL_INIT = 0x1417          # initial actor and critic weights shared by a run's agents
+    RL_CHANNEL = 0xC4A        # the run's channel
+    RL_EXCHANGE = 0xD15       # a round's method draws: derive_seed(run seed, round, RL_EXCHANGE)
+    RL_ACTIONS = 0x5EED       # XOR-ed into a lane's seed for its action draws
+    # Channel: mixed with the channel's own seed for the fading draws
+    FADING = 0xC4A77E1
+    # Classification: derive_seed(run seed, key, …)
+    CLS_PARTITION = 1
+    CLS_INIT = 2
+    CLS_BATCHES = 3           # with the device id
+    CLS_CHANNEL = 4
+    CLS_METHOD = 5            # with the method's own keys (below)
+
+
+class MethodStream(IntEnum):
+    """Classification methods' own keys under ``Stream.CLS_METHOD``."""
+
+    SEED_PICK = 1             # FLD family: a device's choice of seed samples (with the device id)
+    SERVER_DRAW = 2           # FLD family: the server's draws (inverse-Mixup candidates, KD minibatches)
+    DD_CLIENT = 0             # FedDM / FedDualMatch: client d's generator (with d)
+    DD_SERVER = 1             # FedDM / FedDualMatch: the server's generator (an alias of SEED_PICK's value)
 
 
 def derive_seed(*keys: int) -> int:

@@ -110,14 +110,14 @@ def test_gradient_clip_is_per_lane_over_both_networks():
 
 
 def test_distill_lowers_cross_entropy_to_target():
-    pop = A2CPopulation([1, 2, 3], 4, 2, recipe("nstep", hidden=16, distill_lr=3e-3))
+    pop = A2CPopulation([1, 2, 3], 4, 2, recipe("nstep", hidden=16))
     rng = np.random.default_rng(0)
     states = rng.normal(size=(256, 4)).astype(np.float32)
     target = np.where(states[:, :1] > 0, [[0.9, 0.1]], [[0.1, 0.9]]).astype(np.float32)
     before = pop.cross_entropy([0, 2], states, target)
     untouched = pop.cross_entropy([1], states, target)
     for _ in range(20):
-        pop.distill([0, 2], states, target, rng)
+        pop.distill([0, 2], states, target, rng, epochs=1, batch=64, lr=3e-3)
     after = pop.cross_entropy([0, 2], states, target)
     assert np.all(after < before - 0.1)
     np.testing.assert_allclose(pop.cross_entropy([1], states, target), untouched)  # lane 1 not distilled
@@ -158,7 +158,8 @@ def test_distillation_leaves_the_rl_optimizer_state_alone():
     opt = pop.actor_opt
     before = [t.clone() for t in (opt.exp_avg, opt.exp_avg_sq, opt.steps)]
     rng = np.random.default_rng(0)
-    pop.distill([0, 1], rng.normal(size=(64, 4)).astype(np.float32), np.full((64, 2), 0.5, np.float32), rng)
+    pop.distill([0, 1], rng.normal(size=(64, 4)).astype(np.float32), np.full((64, 2), 0.5, np.float32), rng,
+                epochs=1, batch=64, lr=1e-4)
     for now, then in zip((opt.exp_avg, opt.exp_avg_sq, opt.steps), before):
         assert torch.equal(now, then)
 

@@ -127,6 +127,9 @@ class FakeExchange:
         mean = float(np.mean([u["w"].mean() for u in uploads.values()]))
         return {p: Payload.of("weights", 1, w=(np.array([mean], dtype=np.float32), 32)) for p in participants}
 
+    def finish_round(self) -> None:
+        """Everything was applied on download."""
+
     def download(self, p: int, payload: Payload) -> None:
         self.got[p] = float(payload["w"][0])
 

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
-from classification.config import ClsConfig
+from classification.methods import cls_config
 from classification.context import RunContext
 from classification.data import load_dataset
-from classification.methods import GLOBAL, METHODS
+from classification.methods import CLS_METHODS, GLOBAL
 from classification.methods.fd import FederatedDistillation, leave_one_out_teachers
 from classification.methods.fl import FedAvg
 from classification.runner import run_seed
@@ -22,13 +22,9 @@ from frd.payload import PIXEL_BITS, Payload, index_bits
 TINY = dict(rounds=2, iterations_per_round=3, devices=3)
 
 
-@pytest.fixture(scope="module")
-def digits():
-    return load_dataset("digits")
-
 
 def test_fedavg_is_the_sample_weighted_mean(digits):
-    ctx = RunContext.build(ClsConfig(partition="dirichlet", alpha=0.3, **TINY), 0, digits)
+    ctx = RunContext.build(cls_config(partition="dirichlet", alpha=0.3, **TINY), 0, digits)
     counts = ctx.sample_counts
     assert len(set(counts.tolist())) == 3, "unequal devices, so weighting matters"
     fl = FedAvg(ctx)
@@ -46,7 +42,7 @@ def test_fedavg_is_the_sample_weighted_mean(digits):
 
 
 def test_fedavg_leaves_out_an_upload_that_did_not_arrive(digits):
-    ctx = RunContext.build(ClsConfig(**TINY), 0, digits)
+    ctx = RunContext.build(cls_config(**TINY), 0, digits)
     fl = FedAvg(ctx)
     size = ctx.devices.flat(0).size
     for d in range(3):
@@ -72,7 +68,7 @@ def test_fd_teacher_is_the_mean_of_the_other_devices_on_a_hand_example():
 
 
 def test_fd_local_loss_is_ce_plus_beta_kd_and_records_mean_outputs(digits):
-    ctx = RunContext.build(ClsConfig(method="fd", beta=0.5, **TINY), 0, digits)
+    ctx = RunContext.build(cls_config(method="fd", beta=0.5, **TINY), 0, digits)
     fd = FederatedDistillation(ctx)
     logits = torch.zeros(3, 2, 10)  # softmax = 0.1 everywhere: CE = KD = ln 10 for any teacher
     labels = torch.tensor([[4, 4], [4, 7], [1, 2]])
@@ -92,7 +88,7 @@ def test_fd_local_loss_is_ce_plus_beta_kd_and_records_mean_outputs(digits):
 
 @pytest.mark.parametrize("method, bits", [("fd", 10 * 10 * 32), ("fl", 4810 * 32)])
 def test_payload_bits_in_the_ledger(digits, method, bits):
-    tables = run_seed(ClsConfig(method=method, **TINY), 0, digits)
+    tables = run_seed(cls_config(method=method, **TINY), 0, digits)
     ledger = tables["ledger"]
     assert len(ledger) == 2 * 3 * 2, "rounds × devices × (up, down)"
     assert (ledger["bits"] == bits).all()
@@ -101,8 +97,8 @@ def test_payload_bits_in_the_ledger(digits, method, bits):
 
 
 def test_rounds_rows_reference_device_and_global_model(digits):
-    fl = run_seed(ClsConfig(method="fl", **TINY), 0, digits)["rounds"]
-    fd = run_seed(ClsConfig(method="fd", **TINY), 0, digits)["rounds"]
+    fl = run_seed(cls_config(method="fl", **TINY), 0, digits)["rounds"]
+    fd = run_seed(cls_config(method="fd", **TINY), 0, digits)["rounds"]
     assert sorted(set(fl["device"])) == [GLOBAL, 0] and set(fd["device"]) == {0}
     assert fl["round"].tolist() == [0, 0, 1, 1, 2, 2] and fd["iteration"].tolist() == [0, 3, 6]
     after = fl[fl["round"] > 0]
@@ -110,7 +106,7 @@ def test_rounds_rows_reference_device_and_global_model(digits):
 
 
 def test_same_config_and_seed_give_identical_tables(digits):
-    config = ClsConfig(method="fd", partition="mix2fld", samples_per_device=60, **TINY)
+    config = cls_config(method="fd", partition="mix2fld", samples_per_device=60, **TINY)
     a, b, c = (run_seed(config, s, digits) for s in (4, 4, 5))
     timing = ["compute_s"]  # wall-clock, the only column that is measured rather than computed
     pd.testing.assert_frame_equal(a["rounds"].drop(columns=timing), b["rounds"].drop(columns=timing))
@@ -118,14 +114,8 @@ def test_same_config_and_seed_give_identical_tables(digits):
     assert not a["rounds"]["accuracy"].equals(c["rounds"]["accuracy"])
 
 
-class DropDeviceOneUplink(IdealChannel):
-    def uplink(self, bits):
-        return {p: Transfer(0.0, p != 1) for p in bits}
-
-
-def test_a_lost_upload_is_in_the_ledger_and_out_of_the_average(digits, monkeypatch):
-    monkeypatch.setitem(CHANNELS, "drop1", lambda seed, **options: DropDeviceOneUplink())
-    ledger = run_seed(ClsConfig(method="fl", channel="drop1", **TINY), 0, digits)["ledger"]
+def test_a_lost_upload_is_in_the_ledger_and_out_of_the_average(digits, drop1):
+    ledger = run_seed(cls_config(method="fl", channel=drop1, **TINY), 0, digits)["ledger"]
     up = ledger[ledger["direction"] == "up"]
     assert up[up["participant"] == 1]["delivered"].eq(False).all() and up["delivered"].sum() == 4
     assert (ledger["direction"] == "down").sum() == 6, "everyone still downloads the average"
@@ -134,8 +124,8 @@ def test_a_lost_upload_is_in_the_ledger_and_out_of_the_average(digits, monkeypat
 @pytest.mark.parametrize("field, value", [("method", "fedprox"), ("dataset", "svhn"), ("partition", "shards"),
                                           ("model", "resnet"), ("channel", "pigeon")])
 def test_unknown_names_in_a_config_are_refused(field, value):
-    with pytest.raises(FrdError, match=f"unknown {field} '{value}'; choose one of"):
-        ClsConfig(**{field: value})
+    with pytest.raises(FrdError, match=f"unknown (classification )?{field} '{value}'; choose one of"):
+        cls_config(**{field: value})
 
 
 class SeedUpload:
@@ -155,6 +145,9 @@ class SeedUpload:
     def download(self, device, payload):
         raise AssertionError("nothing is sent down")
 
+    def finish_round(self):
+        """Nothing was sent down."""
+
 
 class Probe(FedAvg):
     """A method added the documented way: setup transfer, no local training, a server-trained model."""
@@ -173,11 +166,11 @@ class Probe(FedAvg):
         return {GLOBAL: self.global_model()}
 
 
-def test_a_new_method_plugs_in_with_one_registry_entry(digits, monkeypatch):
-    made = []
-    monkeypatch.setitem(METHODS, "probe", lambda ctx: made.append(Probe(ctx)) or made[-1])
-    tables = run_seed(ClsConfig(method="probe", **TINY), 0, digits)
-    ledger, probe = tables["ledger"], made[0]
+def test_a_new_method_plugs_in_with_one_registry_entry(digits, monkeypatch, made):
+    monkeypatch.setitem(CLS_METHODS, "probe", Probe)
+    built = made("probe")
+    tables = run_seed(cls_config(method="probe", **TINY), 0, digits)
+    ledger, probe = tables["ledger"], built[0]
     setup = ledger[ledger["round"] == 0]
     assert len(setup) == 3 and (setup["kind"] == "seed_samples").all()
     assert (setup["bits"] == 8 * 8 * 8 + 4).all(), "64 pixels × 8 bits + a 4-bit label"
@@ -188,7 +181,7 @@ def test_a_new_method_plugs_in_with_one_registry_entry(digits, monkeypatch):
 
 
 def test_device_data_and_method_rng_are_the_runs_own(digits):
-    ctx = RunContext.build(ClsConfig(partition="mix2fld", samples_per_device=60, **TINY), 3, digits)
+    ctx = RunContext.build(cls_config(partition="mix2fld", samples_per_device=60, **TINY), 3, digits)
     x, y = ctx.device_data(1)
     assert x.dtype == torch.uint8 and len(y) == 60 and sorted(np.bincount(y.numpy(), minlength=10))[:2] == [2, 2]
     assert ctx.rng(7).integers(1 << 30) == ctx.rng(7).integers(1 << 30) != ctx.rng(8).integers(1 << 30)

@@ -56,14 +56,6 @@ def real_data(n_per_class: int = 20, classes: tuple[int, ...] = (0, 1, 2), seed:
     return torch.cat(images), torch.cat(labels)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These tensors are tiny: one thread avoids pool overhead on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def params(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in model.parameters()])

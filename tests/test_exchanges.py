@@ -1,4 +1,5 @@
 """FRL, PD and FRD exchanges against hand computation (SPEC §1 payload accounting)."""
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -8,28 +9,34 @@ from frd.errors import FrdError
 from frd.exchange import run_round
 from frd.ledger import Ledger
 from frd.payload import Payload, index_bits
-from frd.rl_methods import (FRDExchange, FRLExchange, PDExchange, RunRound, global_proxy_memory,
-                            local_proxy_memory)
+from frd.rl.methods import RoundContext, RunSetup
+from frd.rl.methods.frd import FederatedReinforcementDistillation as FRD
+from frd.rl.methods.frd import global_proxy_memory, local_proxy_memory
+from frd.rl.methods.frl import FederatedRL as FRL
+from frd.rl.methods.pd import PolicyDistillation as PD
 
 GRID = StateGrid(np.zeros(2), np.ones(2), intervals=2)  # 4 cells: (0,0)=0 (0,1)=1 (1,0)=2 (1,1)=3
 
 
-def _ctx(pop, memories=None, codec="paper", weighting="mean", critic=False, grid=GRID):
-    return RunRound(pop, {a: a for a in range(pop.lanes)}, memories or {}, grid, codec, weighting, critic,
-                    np.random.default_rng(0))
+def _strategy(cls, pop, memories=None, box=(0.0, 1.0), **options):
+    """A strategy over ``pop``'s lanes (agent a = row a) on a d-dimensional Box(box) env."""
+    setup = RunSetup("Test-v0", gym.spaces.Box(*box, (pop.actor.shapes[0][0][0],)), 2, pop.lanes, 0)
+    strategy = cls(cls.Options(**options), setup)
+    strategy.begin_round(RoundContext(pop, {a: a for a in range(pop.lanes)}, memories or {},
+                                      np.random.default_rng(0)))
+    return strategy
 
 
-def _round(exchange, agents):
+def _round(strategy, agents):
     ledger = Ledger()
-    run_round(exchange, agents, run_id="r", round_=1, ledger=ledger)
-    exchange.apply()
+    run_round(strategy, agents, run_id="r", round_=1, ledger=ledger)
     return ledger.frame()
 
 
 @pytest.mark.parametrize("h", [16, 64, 128])
 def test_frl_bits_for_a_4_h_h_2_actor(h):
     pop = A2CPopulation([1, 2], 4, 2, recipe("nstep", hidden=h))
-    ledger = _round(FRLExchange(_ctx(pop)), [0, 1])
+    ledger = _round(_strategy(FRL, pop), [0, 1])
     assert set(ledger["bits"]) == {(h * h + 8 * h + 2) * 32}
     assert list(ledger["direction"]) == ["up", "up", "down", "down"]
 
@@ -38,7 +45,7 @@ def test_frl_average_of_two_actors_is_elementwise_mean():
     pop = A2CPopulation([1, 2], 4, 2, recipe("nstep", hidden=8))
     a, b = pop.actor_state(0), pop.actor_state(1)
     critic_before = pop.critic_state(0)
-    _round(FRLExchange(_ctx(pop)), [0, 1])
+    _round(_strategy(FRL, pop), [0, 1])
     for k in a:
         np.testing.assert_allclose(pop.actor_state(0)[k], (a[k] + b[k]) / 2, rtol=1e-6)
         np.testing.assert_allclose(pop.actor_state(1)[k], (a[k] + b[k]) / 2, rtol=1e-6)
@@ -49,7 +56,7 @@ def test_frl_average_of_two_actors_is_elementwise_mean():
 def test_frl_with_critic_also_averages_and_pays_for_the_critic():
     pop = A2CPopulation([1, 2], 4, 2, recipe("nstep", hidden=8))
     c0, c1 = pop.critic_state(0), pop.critic_state(1)
-    ledger = _round(FRLExchange(_ctx(pop, critic=True)), [0, 1])
+    ledger = _round(_strategy(FRL, pop, critic=True), [0, 1])
     actor_params, critic_params = 8 * 8 + 8 * 8 + 2, 8 * 8 + 8 * 7 + 1  # (h²+8h+2), (h²+7h+1)
     assert ledger["bits"].iloc[0] == (actor_params + critic_params) * 32
     k = "layer2.weight"
@@ -57,7 +64,7 @@ def test_frl_with_critic_also_averages_and_pays_for_the_critic():
 
 
 def test_frl_refuses_different_architectures():
-    ex = FRLExchange(_ctx(A2CPopulation([1], 4, 2, recipe("nstep", hidden=8))))
+    ex = _strategy(FRL, A2CPopulation([1], 4, 2, recipe("nstep", hidden=8)))
     small = Payload.of("weights", 2, w=(np.zeros(2), 32))
     big = Payload.of("weights", 3, w=(np.zeros(3), 32))
     with pytest.raises(FrdError, match="same actor architecture"):
@@ -75,7 +82,7 @@ def _memories():
 def test_pd_uplink_bits_and_global_memory_is_the_concatenation():
     pop = A2CPopulation([1, 2], 2, 2, recipe("nstep", hidden=8))
     mem = _memories()
-    ex = PDExchange(_ctx(pop, mem))
+    ex = _strategy(PD, pop, mem)
     up = {a: ex.upload(a) for a in (0, 1)}
     assert up[0].bits == 3 * (2 + 2) * 32 and up[1].bits == 2 * (2 + 2) * 32  # entries·(d+|A|)·32
     down = ex.aggregate(up, [0, 1])
@@ -101,7 +108,7 @@ def test_frd_local_and_global_proxy_memory_by_hand():
 @pytest.mark.parametrize("codec", ["paper", "compact"])
 def test_frd_round_bits_and_distillation_targets(codec):
     pop = A2CPopulation([1, 2], 2, 2, recipe("nstep", hidden=8))
-    ex = FRDExchange(_ctx(pop, _memories(), codec=codec))
+    ex = _strategy(FRD, pop, _memories(), grid=2, codec=codec)
     ledger = _round(ex, [0, 1])
     per_entry = (2 + 2) * 32 if codec == "paper" else index_bits(GRID.n_cells) + 2 * 32
     up = ledger[ledger.direction == "up"]
@@ -113,9 +120,8 @@ def test_frd_round_bits_and_distillation_targets(codec):
 
 
 def test_compact_bits_for_cartpole_grid():
-    grid = StateGrid(-np.ones(4), np.ones(4), intervals=30)
     pop = A2CPopulation([1], 4, 2, recipe("nstep", hidden=8))
     states = np.random.default_rng(0).uniform(-1, 1, (50, 4)).astype(np.float32)
     probs = np.full((50, 2), 0.5, np.float32)
-    up = FRDExchange(_ctx(pop, {0: (states, probs)}, codec="compact", grid=grid)).upload(0)
+    up = _strategy(FRD, pop, {0: (states, probs)}, box=(-1.0, 1.0), codec="compact").upload(0)
     assert up.bits == up.entries * (int(np.ceil(np.log2(30 ** 4))) + 2 * 32)  # ⌈log2 S^d⌉ = 20

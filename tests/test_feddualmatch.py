@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from classification.config import ClsConfig
+from classification.methods import cls_config
 from classification.context import RunContext
 from classification.data import load_dataset
-from classification.methods import GLOBAL, METHODS
+from classification.methods import CLS_METHODS, GLOBAL
 from classification.models import build_model, count_parameters
 from classification.runner import run_seed
 from frd.cli import main
@@ -24,28 +24,16 @@ TINY = dict(rounds=2, devices=3, width=8, ipc=2, distill_iterations=3, server_ep
 PIXELS = 8 * 8
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The machines are shared: more threads only contend (and the runs take seconds on one)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_dataset("digits")
 
 
 @pytest.fixture(scope="module")
 def runs(digits):
     """One tiny run of each method (shared: the tests below only read them)."""
-    return {m: run_seed(ClsConfig(method=m, **TINY), 0, digits) for m in ("feddm", "feddualmatch")}
+    return {m: run_seed(cls_config(method=m, **TINY), 0, digits) for m in ("feddm", "feddualmatch")}
 
 
 def classes_held(digits, method: str, device: int) -> int:
-    ctx = RunContext.build(ClsConfig(method=method, model="convnet", **TINY), 0, digits)
+    ctx = RunContext.build(cls_config(method=method, model="convnet", **TINY), 0, digits)
     return int(np.unique(ctx.device_data(device)[1].numpy()).size)
 
 
@@ -76,8 +64,8 @@ def test_the_global_model_is_trained_and_evaluated(runs, method):
 def test_clients_receive_the_adaptive_radius_and_feddm_keeps_rho(digits):
     methods = {}
     for name in ("feddm", "feddualmatch"):
-        ctx = RunContext.build(ClsConfig(method=name, model="convnet", **TINY), 0, digits)
-        method = methods[name] = METHODS[name](ctx)
+        ctx = RunContext.build(cls_config(method=name, model="convnet", **TINY), 0, digits)
+        method = methods[name] = CLS_METHODS[name](ctx)
         assert method.radius == [5.0] * 3
         method.local_train(1)
         downloads = method.aggregate({d: method.upload(d) for d in range(3)}, [0, 1, 2])
@@ -89,14 +77,14 @@ def test_clients_receive_the_adaptive_radius_and_feddm_keeps_rho(digits):
 
 def test_dp_reports_a_finite_epsilon_and_more_noise_spends_less(digits):
     config = dict(TINY, rounds=1)
-    eps = [run_seed(ClsConfig(method="feddualmatch", dp_noise=sigma, **config), 0, digits)["runs"].iloc[0]
+    eps = [run_seed(cls_config(method="feddualmatch", dp_noise=sigma, **config), 0, digits)["runs"].iloc[0]
            for sigma in (200.0, 400.0)]
     assert all(math.isfinite(e["dp_epsilon"]) and e["dp_epsilon"] > 0 and e["dp_delta"] == 1e-5 for e in eps)
     assert eps[1]["dp_epsilon"] < eps[0]["dp_epsilon"]
 
 
 def test_same_seed_same_tables(digits, runs):
-    again = run_seed(ClsConfig(method="feddualmatch", **TINY), 0, digits)
+    again = run_seed(cls_config(method="feddualmatch", **TINY), 0, digits)
     timing = ["compute_s"]
     pd.testing.assert_frame_equal(again["rounds"].drop(columns=timing),
                                   runs["feddualmatch"]["rounds"].drop(columns=timing))
@@ -106,18 +94,20 @@ def test_same_seed_same_tables(digits, runs):
 @pytest.mark.parametrize("overrides, message", [
     (dict(method="feddualmatch", model="mlp"), "use --model convnet"),
     (dict(method="feddm", dp_noise=1.0), "DP with init='real'"),
-    (dict(method="feddm", distill_iterations=-1), "distillation iterations must be >= 0"),
+    (dict(method="feddm", distill_iterations=-1), "--distill-iterations must be at least 1"),
 ])
 def test_bad_options_are_clear_errors(digits, overrides, message):
     with pytest.raises(FrdError, match=message):
-        run_seed(ClsConfig(**{**TINY, **overrides}), 0, digits)
+        run_seed(cls_config(**{**TINY, **overrides}), 0, digits)
 
 
 def test_config_refuses_bad_ipc_and_preset():
-    with pytest.raises(FrdError, match="--ipc >= 1"):
-        ClsConfig(ipc=0)
-    with pytest.raises(FrdError, match="--distill-preset cpu or paper"):
-        ClsConfig(distill_preset="gpu")
+    with pytest.raises(FrdError, match="--ipc must be at least 1"):
+        cls_config("feddm", ipc=0)
+    with pytest.raises(FrdError, match="--distill-preset must be one of cpu, paper, got 'gpu'"):
+        cls_config("feddualmatch", distill_preset="gpu")
+    with pytest.raises(FrdError, match="--ipc is an option of feddm, feddualmatch, not of fl"):
+        cls_config("fl", ipc=3)
 
 
 def test_cli_runs_feddualmatch_with_its_flags(tmp_path, capsys):
@@ -131,8 +121,9 @@ def test_cli_runs_feddualmatch_with_its_flags(tmp_path, capsys):
 
 
 def test_auto_model_is_the_convnet_narrowed_under_the_cpu_preset():
-    resolve = METHODS["feddualmatch"].resolve
-    cpu, paper = resolve(ClsConfig()), resolve(ClsConfig(distill_preset="paper"))
+    resolve = CLS_METHODS["feddualmatch"].resolve
+    dd = "feddualmatch"
+    cpu, paper = resolve(cls_config(dd)), resolve(cls_config(dd, distill_preset="paper"))
     assert (cpu.model, cpu.width) == ("convnet", 32) and (paper.model, paper.width) == ("convnet", None)
-    assert resolve(ClsConfig(width=8)).width == 8 and resolve(ClsConfig(model="mlp")).model == "mlp"
-    assert METHODS["fl"].resolve(ClsConfig()) == ClsConfig(), "other methods keep their defaults"
+    assert resolve(cls_config(dd, width=8)).width == 8 and resolve(cls_config(dd, model="mlp")).model == "mlp"
+    assert CLS_METHODS["fl"].resolve(cls_config()) == cls_config(), "other methods keep their defaults"

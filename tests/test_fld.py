@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch.nn.utils import parameters_to_vector
 
-from classification.config import ClsConfig
+from classification.methods import cls_config
 from classification.context import RunContext
 from classification.data import load_dataset
-from classification.methods import METHODS
-from classification.methods.fld import SEED_PICK, FederatedLearningAfterDistillation, Mix2FLD, MixFLD
+from classification.methods.fld import FederatedLearningAfterDistillation, Mix2FLD, MixFLD
+from frd.seeding import MethodStream
 from classification.mixup import mixup
 from classification.runner import run_seed
 from frd.channel import CHANNELS, IdealChannel, Transfer
@@ -23,10 +23,6 @@ PARAMETERS = 4810
 """The digits MLP: 64·64 + 64 + 64·10 + 10."""
 
 
-@pytest.fixture(scope="module")
-def digits():
-    return load_dataset("digits")
-
 
 @pytest.mark.parametrize("method, kind, seed_bits", [
     ("fld", "seed_samples", 12 * (64 * 8 + 4)),         # 12 raw 8×8 samples at 8 bits/pixel + a 4-bit label
@@ -34,7 +30,7 @@ def digits():
     ("mix2fld", "mixed_samples", 12 * (64 * 8 + 2 * 4)),
 ])
 def test_payload_bits_by_hand(digits, method, kind, seed_bits):
-    ledger = run_seed(ClsConfig(method=method, **{**TINY, "devices": 4, "n_mix": 12}), 0, digits)["ledger"]
+    ledger = run_seed(cls_config(method=method, **{**TINY, "devices": 4, "n_mix": 12}), 0, digits)["ledger"]
     setup = ledger[ledger["round"] == 0]
     assert len(setup) == 4 and (setup["direction"] == "up").all(), "seed samples go up once, nothing comes down"
     assert (setup["kind"] == kind).all() and (setup["entries"] == 12).all() and (setup["bits"] == seed_bits).all()
@@ -46,18 +42,18 @@ def test_payload_bits_by_hand(digits, method, kind, seed_bits):
 
 
 def test_mixed_samples_go_up_as_8_bit_mixes_with_their_label_pairs(digits):
-    config = ClsConfig(method="mixfld", gamma=0.3, **TINY)
+    config = cls_config(method="mixfld", gamma=0.3, **TINY)
     ctx = RunContext.build(config, 0, digits)
     payload = MixFLD(ctx).seed_upload(1)
     x, y = (t.numpy() for t in ctx.device_data(1))
-    expected = mixup(x, y, 4, 0.3, ctx.rng(SEED_PICK, 1), n_classes=10, device=1)
+    expected = mixup(x, y, 4, 0.3, ctx.rng(MethodStream.SEED_PICK, 1), n_classes=10, device=1)
     assert payload["x"].dtype == np.uint8
     np.testing.assert_array_equal(payload["x"], np.rint(expected.x))
     np.testing.assert_array_equal(payload["label"], expected.label)
 
 
 def test_server_seed_sets_raw_soft_and_inverse_mixed(digits):
-    config = ClsConfig(devices=4, n_mix=20, n_inv=12, gamma=0.2, **{k: v for k, v in TINY.items()
+    config = cls_config("mix2fld", devices=4, n_mix=20, n_inv=12, gamma=0.2, **{k: v for k, v in TINY.items()
                                                                        if k not in ("devices", "n_mix")})
     sets = {}
     for name, cls in (("fld", FederatedLearningAfterDistillation), ("mixfld", MixFLD), ("mix2fld", Mix2FLD)):
@@ -73,7 +69,7 @@ def test_server_seed_sets_raw_soft_and_inverse_mixed(digits):
 
 
 def test_global_outputs_are_the_mean_over_arrived_uploads_and_kd_changes_the_model(digits, monkeypatch):
-    ctx = RunContext.build(ClsConfig(method="fld", **TINY), 0, digits)
+    ctx = RunContext.build(cls_config(method="fld", **TINY), 0, digits)
     fld = FederatedLearningAfterDistillation(ctx)
     fld.receive_seeds({d: fld.seed_upload(d) for d in range(3)})
     fld.local_train(1)
@@ -97,7 +93,7 @@ def test_global_outputs_are_the_mean_over_arrived_uploads_and_kd_changes_the_mod
 
 def test_kd_fits_the_teacher_of_each_seed_label(digits):
     """With a one-hot teacher per label the server's KD is plain supervised training on the seeds."""
-    ctx = RunContext.build(ClsConfig(method="fld", devices=3, n_mix=10, server_iterations=150, server_lr=0.5), 0, digits)
+    ctx = RunContext.build(cls_config(method="fld", devices=3, n_mix=10, server_iterations=150, server_lr=0.5), 0, digits)
     fld = FederatedLearningAfterDistillation(ctx)
     fld.receive_seeds({d: fld.seed_upload(d) for d in range(3)})
     fld.distill_server(torch.eye(10))
@@ -106,7 +102,7 @@ def test_kd_fits_the_teacher_of_each_seed_label(digits):
 
 
 def test_without_server_iterations_the_global_model_stays_put(digits):
-    ctx = RunContext.build(ClsConfig(method="fld", **{**TINY, "server_iterations": 0}), 0, digits)
+    ctx = RunContext.build(cls_config(method="fld", **{**TINY, "server_iterations": 0}), 0, digits)
     fld = FederatedLearningAfterDistillation(ctx)
     before = parameters_to_vector(fld.server.parameters()).detach().clone()
     fld.receive_seeds({d: fld.seed_upload(d) for d in range(3)})
@@ -115,25 +111,19 @@ def test_without_server_iterations_the_global_model_stays_put(digits):
     assert torch.equal(before, parameters_to_vector(fld.server.parameters()).detach())
 
 
-class DropDeviceOneUplink(IdealChannel):
-    def uplink(self, bits):
-        return {p: Transfer(0.0, p != 1) for p in bits}
-
 
 @pytest.mark.parametrize("method", ["fld", "mixfld"])
-def test_failed_uploads_are_left_out(digits, monkeypatch, method):
-    monkeypatch.setitem(CHANNELS, "drop1", lambda seed, **options: DropDeviceOneUplink())
-    made = []
-    monkeypatch.setitem(METHODS, method, lambda ctx, cls=METHODS[method]: made.append(cls(ctx)) or made[-1])
-    ledger = run_seed(ClsConfig(method=method, channel="drop1", **TINY), 0, digits)["ledger"]
+def test_failed_uploads_are_left_out(digits, drop1, made, method):
+    built = made(method)
+    ledger = run_seed(cls_config(method=method, channel=drop1, **TINY), 0, digits)["ledger"]
     up = ledger[ledger["direction"] == "up"]
     assert not up[up["participant"] == 1]["delivered"].any() and up["delivered"].sum() == 2 * 3
-    assert len(made[0].seed_x) == 2 * 4, "the server's seed set holds devices 0 and 2's samples only"
+    assert len(built[0].seed_x) == 2 * 4, "the server's seed set holds devices 0 and 2's samples only"
 
 
 def test_mix2fld_never_has_more_seeds_than_the_uploads_allow(digits):
     with pytest.raises(FrdError, match="inverse-Mixup: .* asked; raise n_mix or the number of devices, or lower n_inv"):
-        run_seed(ClsConfig(method="mix2fld", n_inv=500, **TINY), 0, digits)
+        run_seed(cls_config(method="mix2fld", n_inv=500, **TINY), 0, digits)
 
 
 @pytest.mark.parametrize("options, message", [
@@ -143,11 +133,11 @@ def test_mix2fld_never_has_more_seeds_than_the_uploads_allow(digits):
 ])
 def test_bad_options_are_refused(options, message):
     with pytest.raises(FrdError, match=message):
-        ClsConfig(method="mix2fld", **options)
+        cls_config(method="mix2fld", **options)
 
 
 def test_same_seed_same_tables_over_a_wireless_channel(digits):
-    config = ClsConfig(method="mix2fld", partition="mix2fld", samples_per_device=60, channel="wireless-asymmetric",
+    config = cls_config(method="mix2fld", partition="mix2fld", samples_per_device=60, channel="wireless-asymmetric",
                        **{**TINY, "devices": 4, "n_mix": 10})
     a, b, c = (run_seed(config, s, digits) for s in (4, 4, 5))
     timing = ["compute_s"]  # measured wall-clock

@@ -1,5 +1,5 @@
 """The mission rule [seed 001]: mean of the latest 10 episodes first reaching 490."""
-from frd.mission import MissionWindow, first_completion, mission_episode
+from frd.rl.mission import MissionWindow, first_completion, mission_episode
 
 
 def test_fewer_than_window_episodes_never_complete():

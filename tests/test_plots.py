@@ -2,7 +2,7 @@
 import numpy as np
 import pandas as pd
 
-from frd.plots import _learning_curves, plot_mission, plot_payload
+from frd.rl.plots import _learning_curves, plot_mission, plot_payload
 
 
 def _episodes():

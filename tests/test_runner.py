@@ -3,10 +3,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import frd.rl_experiment as experiment
-import frd.rl_runner as runner
-from frd.rl_methods import get_method
-from frd.rl_runner import RLBatch, RLConfig, simulate
+import frd.rl.experiment as experiment
+import frd.rl.runner as runner
+from frd.rl.config import RLConfig, rl_config
+from frd.rl.runner import RLBatch, simulate
 
 TINY = dict(agents=2, seeds=1, max_episodes=12, period=4, hidden=16)
 
@@ -19,7 +19,7 @@ def _collect(config, method, seeds):
 
 def test_barrier_no_round_before_every_agent_finished_its_period(monkeypatch):
     config = RLConfig(methods=("frl",), agents=3, max_episodes=13, period=4, hidden=16)
-    batch = RLBatch(config, [(get_method("frl"), 7)])
+    batch = RLBatch(config, [("frl", 7)])
     seen = []
     real = runner.run_round
 
@@ -28,7 +28,7 @@ def test_barrier_no_round_before_every_agent_finished_its_period(monkeypatch):
         return real(exchange, agents, **kw)
 
     monkeypatch.setattr(runner, "run_round", spy)
-    batch.run(lambda tables: None)
+    list(batch.run())
     assert seen == [[4, 4, 4], [8, 8, 8], [12, 12, 12]]  # capped at 13 episodes: no 4th round
 
 
@@ -59,7 +59,7 @@ def test_runs_of_different_methods_share_a_batch_without_affecting_each_other():
     for method in ("pd", "frl", "frd"):
         alone = _collect(config, method, [3])
         for table in ("episodes", "ledger", "runs"):
-            columns = [c for c in alone[table].columns if c not in ("wall_seconds", "latency_s")]
+            columns = [c for c in alone[table].columns if c not in ("compute_s", "latency_s")]
             pd.testing.assert_frame_equal(alone[table][columns], by_run[f"{method}-seed3"][table][columns])
 
 
@@ -76,19 +76,15 @@ def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkey
     config = RLConfig(methods=("independent", "pd"), **{**TINY, "seeds": 3})
     experiment.run_experiment(config, tmp_path / "full", progress=False)
 
-    real = experiment.simulate
+    real = experiment.iter_simulate
 
-    def interrupted(config, runs, on_finished, on_status):
-        saved = []
-
-        def save_then_stop(tables):  # Ctrl-C right after the fourth run is saved
-            on_finished(tables)
-            saved.append(tables)
-            if len(saved) == 4:
+    def interrupted(config, runs, on_status):
+        for count, tables in enumerate(real(config, runs, on_status), start=1):
+            yield tables
+            if count == 4:  # Ctrl-C right after the fourth run is saved
                 raise KeyboardInterrupt
-        return real(config, runs, save_then_stop, on_status)
 
-    monkeypatch.setattr(experiment, "simulate", interrupted)
+    monkeypatch.setattr(experiment, "iter_simulate", interrupted)
     with pytest.raises(KeyboardInterrupt):
         experiment.run_experiment(config, tmp_path / "resumed", progress=False)
     saved = pd.read_csv(tmp_path / "resumed" / "runs.csv")
@@ -96,7 +92,7 @@ def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkey
     missing = sorted({(m, s) for m in ("independent", "pd") for s in range(3)} - set(zip(saved.method, saved.seed)))
 
     ran = []
-    monkeypatch.setattr(experiment, "simulate", lambda c, runs, *a: (ran.append(sorted(runs)), real(c, runs, *a)))
+    monkeypatch.setattr(experiment, "iter_simulate", lambda c, runs, *a: ran.append(sorted(runs)) or real(c, runs, *a))
     experiment.run_experiment(config, tmp_path / "resumed", progress=False)
     assert ran == [missing] and len(missing) == 2
     full, resumed = (pd.read_csv(tmp_path / d / "episodes.csv").sort_values(["run_id", "agent", "episode"])
@@ -115,7 +111,7 @@ def test_parts_of_an_unfinished_run_are_ignored(tmp_path):
 
 def test_generic_env_path_runs_acrobot_lanes():
     """Acrobot (finite observation bounds, 3 actions) runs on the one-instance-per-lane path."""
-    config = RLConfig(env_id="Acrobot-v1", agents=2, max_episodes=2, period=1, hidden=8, grid=3, target=1e9)
+    config = rl_config("frd", env_id="Acrobot-v1", agents=2, max_episodes=2, period=1, hidden=8, grid=3, target=1e9)
     tables = _collect(config, "frd", [0])
     run = tables["runs"].iloc[0]
     assert not run["completed"] and run["rounds"] == 1 and run["mission_episodes"] == 2
@@ -124,13 +120,13 @@ def test_generic_env_path_runs_acrobot_lanes():
 
 
 def test_agents_of_a_run_share_initial_weights_runs_do_not():
-    batch = RLBatch(RLConfig(agents=2, hidden=8), [(get_method("frl"), 0), (get_method("frl"), 1)])
+    batch = RLBatch(RLConfig(agents=2, hidden=8), [("frl", 0), ("frl", 1)])
     actor = batch.pop.actor.data
     assert np.array_equal(actor[0], actor[1]) and not np.array_equal(actor[0], actor[2])
 
 
 def test_saved_episodes_reproduce_the_mission_time_in_runs_csv():
-    from frd.mission import first_completion
+    from frd.rl.mission import first_completion
 
     tables = _collect(RLConfig(target=30, **{**TINY, "max_episodes": 40}), "frd", [0, 1, 2])
     assert tables["runs"]["completed"].any()

@@ -1,13 +1,20 @@
-"""Classification methods by name. A new method is one module here plus one entry below."""
+"""Classification methods by name. A new method is one module here (its ``Method`` subclass and
+its options dataclass) plus one line below; its options become ``frd cls`` flags by themselves."""
 from __future__ import annotations
 
+from dataclasses import fields
+from typing import Any
+
+from frd.errors import FrdError
+from frd.options import build_options
+from classification.config import PAPER, ClsConfig
 from classification.methods.base import GLOBAL, Method
 from classification.methods.fd import FederatedDistillation
 from classification.methods.feddualmatch import FedDM, FedDualMatch
 from classification.methods.fl import FedAvg
 from classification.methods.fld import FederatedLearningAfterDistillation, Mix2FLD, MixFLD
 
-METHODS: dict[str, type[Method]] = {
+CLS_METHODS: dict[str, type[Method]] = {
     "fl": FedAvg,
     "fd": FederatedDistillation,
     "feddm": FedDM,
@@ -16,6 +23,27 @@ METHODS: dict[str, type[Method]] = {
     "mixfld": MixFLD,
     "mix2fld": Mix2FLD,
 }
-"""``METHODS[name](ctx)`` builds the method for one run."""
+"""``CLS_METHODS[name](ctx)`` builds the method for one run."""
 
-__all__ = ["GLOBAL", "METHODS", "Method"]
+COMMON_FIELDS = frozenset(f.name for f in fields(ClsConfig)) - {"options"}
+
+
+def get_method(name: str) -> type[Method]:
+    if name not in CLS_METHODS:
+        raise FrdError(f"unknown classification method {name!r}; choose one of {', '.join(CLS_METHODS)}")
+    return CLS_METHODS[name]
+
+
+def cls_config(method: str = "fl", paper: bool = False, **values: Any) -> ClsConfig:
+    """A ``ClsConfig`` from flat values: common fields by name, the rest the method's options (an
+    option of another method is an error naming its methods). ``paper`` starts from the Mix2FLD
+    letter's values, the method's own included."""
+    get_method(method)
+    common = {k: v for k, v in values.items() if k in COMMON_FIELDS}
+    own = {k: v for k, v in values.items() if k not in COMMON_FIELDS}
+    presets = {m: getattr(klass.Options, "PAPER", {}) for m, klass in CLS_METHODS.items()} if paper else None
+    options = build_options(CLS_METHODS, [method], own, presets)[method]
+    return ClsConfig(**{**(PAPER if paper else {}), **common, "method": method, "options": options})
+
+
+__all__ = ["CLS_METHODS", "GLOBAL", "Method", "cls_config", "get_method"]

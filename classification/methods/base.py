@@ -8,13 +8,15 @@ then for each round r = 1..R: ``local_train(r)``, ``run_round(method, ...)`` (up
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
 from torch import nn
+from torch.nn.utils import parameters_to_vector
 
-from frd.exchange import Exchange
-from frd.payload import Payload
+from frd.exchange import Exchange, broadcast
+from frd.options import NoOptions
+from frd.payload import FLOAT_BITS, Payload
 from classification.config import ClsConfig
 from classification.context import RunContext
 from classification.training import per_device_cross_entropy
@@ -24,7 +26,11 @@ GLOBAL = -1
 
 
 class Method(ABC):
-    """Base of every classification method. Override the exchange; override hooks as needed."""
+    """Base of every classification method. Override the exchange; override hooks as needed.
+    ``Options`` is the method's options dataclass (one docstring per field); the run's resolved
+    options are ``self.options``."""
+
+    Options: ClassVar[type] = NoOptions
 
     @classmethod
     def resolve(cls, config: ClsConfig) -> ClsConfig:
@@ -34,6 +40,7 @@ class Method(ABC):
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        self.options: Any = ctx.config.options
 
     # -- the exchange, one round: every device uploads, the server aggregates, devices download
 
@@ -49,6 +56,9 @@ class Method(ABC):
     @abstractmethod
     def download(self, device: int, payload: Payload) -> None:
         """Apply what arrived at ``device`` (a failed download never gets here)."""
+
+    def finish_round(self) -> None:
+        """After every download of the round; default: nothing left to do."""
 
     # -- hooks with defaults
 
@@ -83,3 +93,19 @@ class Method(ABC):
         if server is not None:
             models[GLOBAL] = server
         return models
+
+
+def weights_payload(model: nn.Module, **extra: tuple[Any, int]) -> Payload:
+    """A model's weights as one float32 vector (plus ``extra`` arrays), for a download."""
+    weights = parameters_to_vector(model.parameters()).detach().numpy().copy()
+    return Payload.of("weights", weights.size, weights=(weights, FLOAT_BITS), **extra)
+
+
+def broadcast_weights(model: nn.Module, participants: Sequence[int], **extra: tuple[Any, int]) -> dict[int, Payload]:
+    """Every participant downloads ``model``'s weights."""
+    return broadcast(weights_payload(model, **extra), participants)
+
+
+def load_weights(ctx: RunContext, device: int, payload: Payload) -> None:
+    """A device takes the downloaded weights as its model."""
+    ctx.devices.load_flat(device, payload["weights"])

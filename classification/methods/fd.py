@@ -3,12 +3,14 @@ training and uploads it; the server sends device c, for each label, the mean ove
 devices (Σ_{c'≠c} / (C−1)); devices then train on CE + β·CE(teacher of the label, own output)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from frd.options import at_least
 from frd.payload import FLOAT_BITS, Payload
 from classification.context import RunContext
 from classification.methods.base import Method
@@ -32,34 +34,67 @@ def leave_one_out_teachers(outputs: Mapping[int, np.ndarray], participants: Sequ
     return teachers
 
 
-class FederatedDistillation(Method):
-    """Mean outputs are collected afresh each round, from the forward passes of local training."""
+class OutputRecorder:
+    """Each device's per-label mean softmax output over the forward passes of local training
+    (FD's upload; FLD's too). ``start`` clears it at the start of a round."""
 
     def __init__(self, ctx: RunContext) -> None:
-        super().__init__(ctx)
+        self.ctx = ctx
         shape = (ctx.config.devices, ctx.classes, ctx.classes)
         self.sums = torch.zeros(shape, dtype=torch.float64)
         self.counts = torch.zeros(shape[:2], dtype=torch.float64)
-        self.teachers = torch.full(shape, float("nan"))
-        self._rows = torch.arange(ctx.config.devices).unsqueeze(1)
+        self.rows = torch.arange(ctx.config.devices).unsqueeze(1)
 
-    def local_train(self, round_: int) -> None:
+    def start(self) -> None:
         self.sums.zero_()
         self.counts.zero_()
-        super().local_train(round_)
 
-    def local_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        slots = (self._rows * self.ctx.classes + labels).flatten()
+    def record(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        """Add one batched step: logits [devices, batch, classes], labels [devices, batch]."""
+        classes = self.ctx.classes
+        slots = (self.rows * classes + labels).flatten()
         with torch.no_grad():
-            self.sums.view(-1, self.ctx.classes).index_add_(0, slots, logits.softmax(-1).flatten(0, 1).double())
+            self.sums.view(-1, classes).index_add_(0, slots, logits.softmax(-1).flatten(0, 1).double())
             self.counts.view(-1).index_add_(0, slots, torch.ones(slots.numel(), dtype=torch.float64))
-        teacher = self.teachers[self._rows, labels]  # [devices, batch, classes]; NaN: no teacher yet
-        distill = -(teacher.nan_to_num(0.0) * F.log_softmax(logits, -1)).sum(-1).mean(1)
-        return super().local_loss(logits, labels) + self.ctx.config.beta * distill
 
     def upload(self, device: int) -> Payload:
         means = (self.sums[device] / self.counts[device].unsqueeze(1)).float().numpy()  # NaN rows: label unseen
         return Payload.of("outputs", self.ctx.classes, outputs=(means, FLOAT_BITS))
+
+
+@dataclass(frozen=True)
+class FDOptions:
+    """FD's local loss."""
+
+    beta: float = 0.01
+    """Weight β of the distillation term in the local loss [seed 003: 0.01]."""
+
+    def __post_init__(self) -> None:
+        at_least(self, beta=0)
+
+
+class FederatedDistillation(Method):
+    """Mean outputs are collected afresh each round, from the forward passes of local training."""
+
+    Options = FDOptions
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        self.outputs = OutputRecorder(ctx)
+        self.teachers = torch.full((ctx.config.devices, ctx.classes, ctx.classes), float("nan"))
+
+    def local_train(self, round_: int) -> None:
+        self.outputs.start()
+        super().local_train(round_)
+
+    def local_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        self.outputs.record(logits, labels)
+        teacher = self.teachers[self.outputs.rows, labels]  # [devices, batch, classes]; NaN: no teacher yet
+        distill = -(teacher.nan_to_num(0.0) * F.log_softmax(logits, -1)).sum(-1).mean(1)
+        return super().local_loss(logits, labels) + self.options.beta * distill
+
+    def upload(self, device: int) -> Payload:
+        return self.outputs.upload(device)
 
     def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
         teachers = leave_one_out_teachers({p: u["outputs"] for p, u in uploads.items()}, participants)

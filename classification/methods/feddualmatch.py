@@ -12,34 +12,57 @@ Both methods share this exchange; they differ only in their client and server pr
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import ClassVar, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import nn
-from torch.nn.utils import parameters_to_vector
 
 from frd.errors import FrdError
+from frd.options import at_least, positive
 from frd.payload import FLOAT_BITS, Payload
+from frd.seeding import MethodStream
 from classification.config import ClsConfig
 from classification.context import RunContext
 from classification.data import Dataset
 from classification.distill_client import DistillConfig, SyntheticSet, distill
 from classification.distill_server import ServerConfig, server_update
 from classification.dp import DPConfig, client_epsilon
-from classification.methods.base import GLOBAL, Method
+from classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
 
 CPU_WIDTH = 32
 """ConvNet channels under the cpu preset when no --width is given [ours; the paper's 128 takes minutes
 per round on a CPU core]."""
-CLIENT_KEY, SERVER_KEY = 0, 1
-"""``ctx.rng`` keys: client d draws from ``(CLIENT_KEY, d)``, the server from ``(SERVER_KEY,)``."""
+
+
+@dataclass(frozen=True)
+class DistillationOptions:
+    """The synthetic sets' size, the budgets and differential privacy."""
+
+    ipc: int = 10
+    """Synthetic images per class each client uploads [seed 000: 10]."""
+    distill_preset: Literal["cpu", "paper"] = "cpu"
+    """Budgets: cpu (scaled down) or paper (the published scale, GPU work); see
+    ``DistillConfig.preset`` and ``ServerConfig.preset``."""
+    distill_iterations: int | None = None
+    """Image updates per client and round; None: the preset's (cpu 30, paper 20,000)."""
+    server_epochs: int | None = None
+    """Server training epochs T_g on the synthetic data; None: the preset's (cpu 5, paper 300)."""
+    dp_noise: float | None = None
+    """DP noise factor σ on the synthetic-set gradient; None: no DP."""
+    dp_clip: float = 1.0
+    """With DP: clip norm C of that gradient."""
+
+    def __post_init__(self) -> None:
+        at_least(self, ipc=1, distill_iterations=1, server_epochs=0, dp_noise=0)
+        positive(self, "dp_clip")
 
 
 class DatasetDistillation(Method):
     """The exchange both methods share. Subclasses name their presets (``preset``)."""
 
+    Options = DistillationOptions
     preset: ClassVar[str]
 
     def __init__(self, ctx: RunContext) -> None:
@@ -51,8 +74,8 @@ class DatasetDistillation(Method):
         self.server = ctx.new_model()
         first = self.server_config.radius if self.server_config.radius is not None else self.server_config.initial_radius
         self.radius = [first] * ctx.config.devices  # each client's R, as it last received it
-        self.generators = [_torch_generator(ctx, CLIENT_KEY, d) for d in range(ctx.config.devices)]
-        self.server_generator = _torch_generator(ctx, SERVER_KEY)
+        self.generators = [_torch_generator(ctx, MethodStream.DD_CLIENT, d) for d in range(ctx.config.devices)]
+        self.server_generator = _torch_generator(ctx, MethodStream.DD_SERVER)
         self.sets: dict[int, SyntheticSet] = {}
         self.next_radius = first
         self.distilled_rounds = np.zeros(ctx.config.devices, dtype=int)
@@ -62,14 +85,14 @@ class DatasetDistillation(Method):
         """``--model auto`` is the DD ConvNet (matching needs every block's output); under the cpu preset
         its width defaults to ``CPU_WIDTH`` rather than the paper's 128."""
         model = "convnet" if config.model == "auto" else config.model
-        width = CPU_WIDTH if config.width is None and model == "convnet" and config.distill_preset == "cpu" \
-            else config.width
+        cpu = config.options.distill_preset == "cpu"
+        width = CPU_WIDTH if config.width is None and model == "convnet" and cpu else config.width
         return replace(config, model=model, width=width)
 
     @classmethod
     def configs(cls, ctx: RunContext) -> tuple[DistillConfig, ServerConfig]:
         """The method's presets at the run's scale, with the run's IPC, budgets and DP option."""
-        c = ctx.config
+        c = ctx.config.options
         client = replace(DistillConfig.preset(cls.preset, c.distill_preset), ipc=c.ipc,
                          dp=None if c.dp_noise is None else DPConfig(clip_norm=c.dp_clip, noise=c.dp_noise))
         server = ServerConfig.preset(cls.preset, c.distill_preset)
@@ -93,15 +116,13 @@ class DatasetDistillation(Method):
     def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
         sets = [SyntheticSet.from_payload(u) for u in uploads.values()]
         self.next_radius = server_update(self.server, sets, self.server_config, self.server_generator)
-        weights = parameters_to_vector(self.server.parameters()).detach().numpy().copy()
-        arrays = {"weights": (weights, FLOAT_BITS)}
+        extra = {}
         if self.server_config.radius is None:  # adaptive R_t travels with the weights; a fixed ρ is known
-            arrays["radius"] = (np.array([self.next_radius], dtype=np.float32), FLOAT_BITS)
-        broadcast = Payload.of("weights", weights.size, **arrays)
-        return {p: broadcast for p in participants}
+            extra["radius"] = (np.array([self.next_radius], dtype=np.float32), FLOAT_BITS)
+        return broadcast_weights(self.server, participants, **extra)
 
     def download(self, device: int, payload: Payload) -> None:
-        self.ctx.devices.load_flat(device, payload["weights"])
+        load_weights(self.ctx, device, payload)
         if "radius" in payload.arrays:
             self.radius[device] = float(payload["radius"][0])
 

@@ -9,9 +9,10 @@ import torch
 from torch import nn
 from torch.nn.utils import vector_to_parameters
 
+from frd.exchange import broadcast
 from frd.payload import FLOAT_BITS, Payload
 from classification.context import RunContext
-from classification.methods.base import Method
+from classification.methods.base import Method, load_weights
 
 
 def weighted_mean(vectors: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
@@ -35,11 +36,10 @@ class FedAvg(Method):
         counts = self.ctx.sample_counts
         average = weighted_mean([u["weights"] for u in uploads.values()], [counts[p] for p in uploads])
         vector_to_parameters(torch.from_numpy(average), self.server.parameters())
-        broadcast = Payload.of("weights", average.size, weights=(average, FLOAT_BITS))
-        return {p: broadcast for p in participants}
+        return broadcast(Payload.of("weights", average.size, weights=(average, FLOAT_BITS)), participants)
 
     def download(self, device: int, payload: Payload) -> None:
-        self.ctx.devices.load_flat(device, payload["weights"])
+        load_weights(self.ctx, device, payload)
 
     def global_model(self) -> nn.Module:
         return self.server

@@ -22,26 +22,70 @@ Choices where the seeds are silent [ours]:
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils import parameters_to_vector
 
 from frd.errors import FrdError
 from frd.exchange import Exchange
-from frd.payload import FLOAT_BITS, PIXEL_BITS, Payload, index_bits
+from frd.options import at_least, positive
+from frd.payload import PIXEL_BITS, Payload, index_bits
+from frd.seeding import MethodStream
 from classification.context import RunContext
 from classification.data import Dataset
-from classification.methods.base import GLOBAL
-from classification.methods.fd import FederatedDistillation, leave_one_out_teachers
-from classification.mixup import MixedSamples, inverse_mixup, mixup
+from classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
+from classification.methods.fd import OutputRecorder, leave_one_out_teachers
+from classification.mixup import MixedSamples, check_gamma, inverse_mixup, mixup
 
-SEED_PICK, SERVER_DRAW = 1, 2
-"""First key of ``ctx.rng``: a device's choice of seed samples (with the device id), the server's
-draws (inverse-Mixup candidates, KD minibatches)."""
+
+@dataclass(frozen=True)
+class FLDOptions:
+    """Seed samples and the server's output-to-model distillation."""
+
+    PAPER: ClassVar[dict] = {"server_iterations": 3200, "server_lr": 0.05}
+    """[seed 003] K_s = 3,200 server KD iterations per global update; ε = 0.05 (our reading: the KD step)."""
+
+    n_mix: int = 10
+    """Seed samples each device uploads once (raw or mixed) [seed 003: 10 or 50]."""
+    server_iterations: int = 800
+    """Server KD iterations per global update [paper K_s = 3,200; scaled down 4× like K]."""
+    server_lr: float = 0.05
+    """Server KD step size [seed 003 lists ε = 0.05 without defining it; this is our reading]."""
+
+    def __post_init__(self) -> None:
+        at_least(self, n_mix=1, server_iterations=0)
+        positive(self, "server_lr")
+
+
+@dataclass(frozen=True)
+class MixFLDOptions(FLDOptions):
+    """FLD's options plus the mixing ratio."""
+
+    gamma: float = 0.2
+    """Mixing ratio γ in (0, 0.5) [seed: γ ∈ (0, 0.5); the value is ours]."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_gamma(self.gamma)
+
+
+@dataclass(frozen=True)
+class Mix2FLDOptions(MixFLDOptions):
+    """MixFLD's options plus the server's inverse-Mixup."""
+
+    n_inv: int | None = None
+    """Inverse-mixed samples the server makes, in all [seed 003: 10, 20, 50 or 100]; None: every one
+    it can (at least one). More than the uploads that arrived allow is an error."""
+    n_s: int = 2
+    """Mixed samples (of n_s different devices) per inverse-Mixup group [seed: 2]."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least(self, n_inv=1, n_s=2)
 
 
 class SeedCollection:
@@ -60,19 +104,27 @@ class SeedCollection:
     def download(self, device: int, payload: Payload) -> None:
         raise AssertionError("the seed-sample exchange sends nothing down")
 
+    def finish_round(self) -> None:
+        """Nothing comes down, so nothing is left to apply."""
 
-class FederatedLearningAfterDistillation(FederatedDistillation):
-    """FLD with raw seed samples. FD's per-label output recording is reused as is: the devices never
-    download teachers (they get weights), so FD's teachers stay NaN and its KD term stays zero."""
 
+class FederatedLearningAfterDistillation(Method):
+    """FLD with raw seed samples; the devices' per-label mean outputs are recorded as in FD."""
+
+    Options = FLDOptions
     seed_kind = "seed_samples"
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
+        smallest = int(ctx.sample_counts.min())
+        if self.options.n_mix > smallest:
+            raise FrdError(f"a device holds only {smallest} samples, --n-mix {self.options.n_mix} asked; "
+                           "lower --n-mix")
+        self.outputs = OutputRecorder(ctx)
         self.server = ctx.new_model()
         self.seed_x = torch.empty(0, *ctx.data.image_shape)
         self.seed_soft = torch.empty(0, ctx.classes)
-        self.server_rng = ctx.rng(SERVER_DRAW)
+        self.server_rng = ctx.rng(MethodStream.SERVER_DRAW)
         self.label_bits = index_bits(ctx.classes)
 
     # -- round 0: seed samples
@@ -87,10 +139,8 @@ class FederatedLearningAfterDistillation(FederatedDistillation):
     def seed_upload(self, device: int) -> Payload:
         """``n_mix`` raw samples drawn without replacement, with their labels."""
         x, y = self._pixels(device)
-        n = self.ctx.config.n_mix
-        if n > len(y):
-            raise FrdError(f"FLD: device {device} holds {len(y)} samples, --n-mix {n} asked; lower --n-mix")
-        pick = self.ctx.rng(SEED_PICK, device).choice(len(y), n, replace=False)
+        n = self.options.n_mix
+        pick = self.ctx.rng(MethodStream.SEED_PICK, device).choice(len(y), n, replace=False)
         return Payload.of(self.seed_kind, n, x=(x[pick], PIXEL_BITS), label=(y[pick, None], self.label_bits))
 
     def receive_seeds(self, uploads: Mapping[int, Payload]) -> None:
@@ -106,12 +156,21 @@ class FederatedLearningAfterDistillation(FederatedDistillation):
 
     # -- rounds: outputs up (FD's upload), global weights down
 
+    def local_train(self, round_: int) -> None:
+        self.outputs.start()
+        super().local_train(round_)
+
+    def local_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        self.outputs.record(logits, labels)
+        return super().local_loss(logits, labels)
+
+    def upload(self, device: int) -> Payload:
+        return self.outputs.upload(device)
+
     def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
         outputs = leave_one_out_teachers({p: u["outputs"] for p, u in uploads.items()}, [GLOBAL])[GLOBAL]
         self.distill_server(torch.from_numpy(outputs))
-        weights = parameters_to_vector(self.server.parameters()).detach().numpy().copy()
-        broadcast = Payload.of("weights", weights.size, weights=(weights, FLOAT_BITS))
-        return {p: broadcast for p in participants}
+        return broadcast_weights(self.server, participants)
 
     def distill_server(self, outputs: torch.Tensor) -> None:
         """``server_iterations`` SGD steps on CE(teacher, global output) over random seed minibatches;
@@ -122,9 +181,10 @@ class FederatedLearningAfterDistillation(FederatedDistillation):
         if len(x) == 0:
             return
         teacher = soft[:, known] @ outputs[known]
-        config = self.ctx.config
-        optimizer = torch.optim.SGD(self.server.parameters(), lr=config.server_lr)
-        draws = self.server_rng.integers(len(x), size=(config.server_iterations, min(config.batch_size, len(x))))
+        options = self.options
+        optimizer = torch.optim.SGD(self.server.parameters(), lr=options.server_lr)
+        draws = self.server_rng.integers(len(x), size=(options.server_iterations,
+                                                       min(self.ctx.config.batch_size, len(x))))
         for batch in torch.from_numpy(draws):
             loss = -(teacher[batch] * F.log_softmax(self.server(x[batch]), -1)).sum(-1).mean()
             optimizer.zero_grad()
@@ -132,7 +192,7 @@ class FederatedLearningAfterDistillation(FederatedDistillation):
             optimizer.step()
 
     def download(self, device: int, payload: Payload) -> None:
-        self.ctx.devices.load_flat(device, payload["weights"])
+        load_weights(self.ctx, device, payload)
 
     def global_model(self) -> nn.Module:
         return self.server
@@ -141,11 +201,12 @@ class FederatedLearningAfterDistillation(FederatedDistillation):
 class MixFLD(FederatedLearningAfterDistillation):
     """FLD whose seed samples are mixed up on the device: x̂ = γ·x_i + (1−γ)·x_j, y_i ≠ y_j."""
 
+    Options = MixFLDOptions
     seed_kind = "mixed_samples"
 
     def seed_upload(self, device: int) -> Payload:
         x, y = self._pixels(device)
-        mixed = mixup(x, y, self.ctx.config.n_mix, self.ctx.config.gamma, self.ctx.rng(SEED_PICK, device),
+        mixed = mixup(x, y, self.options.n_mix, self.options.gamma, self.ctx.rng(MethodStream.SEED_PICK, device),
                       n_classes=self.ctx.classes, device=device)
         pixels = np.clip(np.rint(mixed.x), 0, 255).astype(np.uint8)
         return Payload.of(self.seed_kind, len(mixed), x=(pixels, PIXEL_BITS), label=(mixed.label, self.label_bits))
@@ -153,7 +214,7 @@ class MixFLD(FederatedLearningAfterDistillation):
     def received_mixes(self, uploads: Mapping[int, Payload]) -> MixedSamples:
         """What the server holds: the mixed pixels, soft labels from (label pairs, γ), the senders.
         The devices' private provenance (which local samples) is unknown to it: index −1."""
-        gamma = self.ctx.config.gamma
+        gamma = self.options.gamma
         parts = []
         for device, u in uploads.items():
             n, label = u.entries, u["label"].astype(np.int64)
@@ -173,7 +234,9 @@ class Mix2FLD(MixFLD):
     """MixFLD plus the server's inverse-Mixup: ``n_inv`` hard-labelled samples, each from ``n_s``
     mixed samples of ``n_s`` different devices."""
 
+    Options = Mix2FLDOptions
+
     def receive_seeds(self, uploads: Mapping[int, Payload]) -> None:
-        config = self.ctx.config
-        inverse = inverse_mixup(self.received_mixes(uploads), config.n_inv, self.server_rng, n_s=config.n_s)
+        options = self.options
+        inverse = inverse_mixup(self.received_mixes(uploads), options.n_inv, self.server_rng, n_s=options.n_s)
         self._keep_seeds(inverse.x, np.eye(self.ctx.classes)[inverse.label])

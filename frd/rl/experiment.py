@@ -6,10 +6,11 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from frd.plots import plot_mission, plot_payload
-from frd.results import ResultStore, atomic_write_csv
-from frd.rl_runner import RLConfig, run_id, simulate
-from frd.summary import rl_summary
+from frd.results import ResultStore, atomic_write_csv, run_id
+from frd.rl.config import RLConfig
+from frd.rl.plots import plot_mission, plot_payload
+from frd.rl.runner import iter_simulate
+from frd.rl.summary import rl_summary
 
 
 def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True) -> pd.DataFrame:
@@ -18,7 +19,7 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True)
     Each run's rows are saved the moment it finishes, so an interrupted experiment resumes
     where it stopped when the same command is run again.
     """
-    config.validate()
+    config.validate()  # before anything is written
     store = ResultStore(out_dir, config, config.resume_key())
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     done = store.finished()
@@ -26,11 +27,9 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True)
     total = len(config.methods) * config.seeds
     try:
         with tqdm(total=total, initial=total - len(todo), desc="runs", unit="run", disable=not progress) as bar:
-            def finished(tables: dict[str, pd.DataFrame]) -> None:
+            for tables in iter_simulate(config, todo, bar.set_postfix_str):  # all methods in one batch
                 store.save_run(tables)
                 bar.update()
-
-            simulate(config, todo, finished, bar.set_postfix_str)  # all methods in one batch
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished run
     return report(store, config)

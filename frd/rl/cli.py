@@ -1,23 +1,22 @@
-"""``frd rl`` (one method) and ``frd compare`` (several) on Gymnasium."""
+"""``frd rl`` (one method) and ``frd compare`` (several) on Gymnasium.
+
+The common flags are here; each method's own flags come from its options dataclass
+(:mod:`frd.options`), so a new method's options appear here without editing this file.
+"""
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 
 import pandas as pd
 
 from frd.channel import parse_channel_option
-from frd.rl_experiment import run_experiment
-from frd.rl_methods import METHODS
-from frd.rl_runner import RLConfig
+from frd.options import add_option_flags, given_options
+from frd.rl.config import RLConfig, rl_config
+from frd.rl.experiment import run_experiment
+from frd.rl.methods import RL_METHODS
 
-
-def _bounds(text: str) -> tuple:
-    """``"-2.4,2.4;-3,3"`` → ((-2.4, 2.4), (-3.0, 3.0))."""
-    try:
-        return tuple(tuple(float(v) for v in pair.split(",")) for pair in text.split(";"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"grid bounds look like '-2.4,2.4;-3,3', got {text!r}") from None
+COMMON_FLAGS = ("env_id", "agents", "seeds", "first_seed", "hidden", "activation", "recipe", "max_episodes",
+                "period", "target", "window", "channel", "channel_options", "threads")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -33,30 +32,23 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--period", type=int, default=d.period, help="episodes between exchange rounds")
     p.add_argument("--target", type=float, default=d.target, help="mission score")
     p.add_argument("--window", type=int, default=d.window, help="episodes in the mission average")
-    p.add_argument("--grid", type=int, default=d.grid, help="FRD intervals S per observation dimension")
-    p.add_argument("--grid-bounds", type=_bounds, default=None, help="FRD grid bounds 'lo,hi;lo,hi;…'")
-    p.add_argument("--codec", default=d.codec, help="FRD payload codec: paper or compact")
-    p.add_argument("--frd-weighting", default=d.frd_weighting, help="FRD server average: mean or count")
-    p.add_argument("--frl-critic", action="store_true", help="FRL averages the critic too")
-    p.add_argument("--distill-epochs", type=int, default=d.distill_epochs, help="PD/FRD passes over the memory")
-    p.add_argument("--distill-batch", type=int, default=d.distill_batch, help="PD/FRD distillation minibatch")
-    p.add_argument("--distill-lr", type=float, default=d.distill_lr, help="PD/FRD distillation learning rate (own Adam)")
     p.add_argument("--channel", default=d.channel, help="channel model of every transfer: ideal or wireless[-symmetric]")
     p.add_argument("--channel-opt", dest="channel_options", type=parse_channel_option, action="append", default=[],
-                   metavar="NAME=VALUE", help="override a channel parameter, e.g. p_up_dbm=15 (repeatable)")
+                   metavar="NAME=VALUE", help="override a wireless channel parameter, e.g. p_up_dbm=15 (repeatable)")
     p.add_argument("--threads", type=int, default=d.threads, help="torch threads")
     p.add_argument("--out", required=True, help="results folder (rerun the same command to resume)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_option_flags(p, RL_METHODS)
 
 
-def _config(args: argparse.Namespace, methods: tuple[str, ...]) -> RLConfig:
-    names = {f.name for f in fields(RLConfig)} - {"methods"}
-    values = {k: v for k, v in vars(args).items() if k in names}
-    return RLConfig(methods=methods, **{**values, "channel_options": tuple(args.channel_options)})
+def config_from_args(args: argparse.Namespace, methods: tuple[str, ...]) -> RLConfig:
+    values = {k: getattr(args, k) for k in COMMON_FLAGS}
+    values["channel_options"] = tuple(args.channel_options)
+    return rl_config(methods, **values, **given_options(args))
 
 
 def _run(args: argparse.Namespace, methods: tuple[str, ...]) -> int:
-    summary = run_experiment(_config(args, methods), args.out, progress=not args.no_progress)
+    summary = run_experiment(config_from_args(args, methods), args.out, progress=not args.no_progress)
     with pd.option_context("display.width", 250, "display.max_columns", None):
         for _, row in summary.iterrows():
             print(f"\n== {row['method']} ({row['agents']} agents, {row['runs']} runs) ==")
@@ -66,11 +58,12 @@ def _run(args: argparse.Namespace, methods: tuple[str, ...]) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    names = ", ".join(f"{name} ({method.description})" for name, method in RL_METHODS.items())
     rl = sub.add_parser("rl", help="train agents with one exchange method")
-    rl.add_argument("--method", default="independent", help=f"one of {', '.join(METHODS)}")
+    rl.add_argument("--method", default="independent", help=f"one of {names}")
     _add_common(rl)
     rl.set_defaults(run=lambda a: _run(a, (a.method,)))
     cmp = sub.add_parser("compare", help="several exchange methods on the same seeds, one table each")
-    cmp.add_argument("--methods", default="frd,pd,frl,independent", help="comma-separated methods")
+    cmp.add_argument("--methods", default="frd,pd,frl,independent", help=f"comma-separated, from {names}")
     _add_common(cmp)
     cmp.set_defaults(run=lambda a: _run(a, tuple(m.strip() for m in a.methods.split(",") if m.strip())))

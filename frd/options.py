@@ -1,0 +1,208 @@
+"""Method-owned options: each method declares a frozen dataclass beside its code, one docstring
+per field. From it come the method's CLI flags, their parsing and help, the check that a flag
+belongs to the methods asked for, and the method's part of the resume key.
+
+A field's flag is ``--`` plus its name with dashes, unless ``field(metadata={"flag": "…"})``
+names another (kept for flags users already know, like ``--frd-weighting``). Field types may be
+``int``, ``float``, ``str``, ``bool``, ``X | None`` of those, or ``Literal[...]``; a field whose
+value has another form gives its parser as ``metadata={"parse": fn}`` (fn raises ValueError).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import textwrap
+import types
+import typing
+from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
+from typing import Any, Callable, Literal, Mapping, Sequence, get_args, get_origin
+
+from frd.errors import FrdError
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The method has no options of its own."""
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each dataclass field (CleanRL's ``Args`` style), base classes included."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object or not is_dataclass(klass):
+            continue
+        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
+        assert isinstance(body, ast.ClassDef)
+        statements = body.body
+        for node, after in zip(statements, statements[1:]):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                    and isinstance(after.value.value, str)):
+                docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def parse_bool(text: str) -> bool:
+    """``yes``/``true``/``1`` or ``no``/``false``/``0``."""
+    value = text.strip().lower()
+    if value in ("yes", "true", "1", "on"):
+        return True
+    if value in ("no", "false", "0", "off"):
+        return False
+    raise ValueError(f"expected yes or no, got {text!r}")
+
+
+def _scalar_parser(kind: Any) -> tuple[Callable[[str], Any], str]:
+    """A parser of one command-line value for a field type, and the form it expects."""
+    if get_origin(kind) is Literal:
+        choices = get_args(kind)
+
+        def choice(text: str) -> Any:
+            if text not in choices:
+                raise ValueError(f"choose one of {', '.join(map(str, choices))}, got {text!r}")
+            return text
+        return choice, "|".join(map(str, choices))
+    if kind is bool:
+        return parse_bool, "yes|no"
+    if kind is int:
+        return int, "an integer"
+    if kind is float:
+        return float, "a number"
+    if kind is str:
+        return str, "a word"
+    raise TypeError(f"no command-line parser for option type {kind!r}; give metadata={{'parse': fn}}")
+
+
+def _field_parser(f: Field, kind: Any) -> tuple[Callable[[str], Any], str]:
+    if "parse" in f.metadata:
+        return f.metadata["parse"], f.metadata.get("form", "see --help")
+    if get_origin(kind) in (typing.Union, types.UnionType):
+        inner = [a for a in get_args(kind) if a is not type(None)]
+        assert len(inner) == 1, f"option {f.name}: only 'X | None' unions are supported"
+        kind = inner[0]
+    return _scalar_parser(kind)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag and the option field it sets in every method that has it."""
+
+    flag: str
+    dest: str
+    parse: Callable[[str], Any]
+    form: str
+    help: str
+    is_bool: bool
+    owners: tuple[str, ...]
+
+
+def flag_name(f: Field) -> str:
+    return "--" + f.metadata.get("flag", f.name.replace("_", "-"))
+
+
+def option_flags(registry: Mapping[str, type]) -> dict[str, Flag]:
+    """Every option flag of the methods in ``registry`` (name → class with ``Options``)."""
+    flags: dict[str, Flag] = {}
+    for method, klass in registry.items():
+        options = klass.Options
+        hints = typing.get_type_hints(options)
+        docs = field_docs(options)
+        for f in fields(options):
+            name = flag_name(f)
+            if name in flags:
+                flags[name] = Flag(**{**flags[name].__dict__, "owners": (*flags[name].owners, method)})
+                continue
+            parse, form = _field_parser(f, hints[f.name])
+            default = f.default if f.default is not MISSING else None
+            flags[name] = Flag(name, f.name, parse, form, f"{docs.get(f.name, '')} (default {default})",
+                               hints[f.name] is bool, (method,))
+    return flags
+
+
+def _typed(flag: Flag) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            return flag.parse(text)
+        except (ValueError, TypeError):
+            raise argparse.ArgumentTypeError(f"expected {flag.form}, got {text!r}") from None
+    parse.__name__ = flag.form  # argparse names the type in its own messages
+    return parse
+
+
+def add_option_flags(parser: argparse.ArgumentParser, registry: Mapping[str, type]) -> None:
+    """Add every method's option flags; a flag not given is absent from the parsed namespace."""
+    group = parser.add_argument_group("method options (each applies only to the methods named)")
+    for flag in option_flags(registry).values():
+        kwargs: dict[str, Any] = dict(dest=f"option:{flag.dest}", type=_typed(flag), default=argparse.SUPPRESS,
+                                      help=f"[{', '.join(flag.owners)}] {flag.help}")
+        if flag.is_bool:  # ``--frl-critic`` alone means yes; ``--frl-critic no`` is explicit
+            kwargs.update(nargs="?", const=True, metavar="yes|no")
+        group.add_argument(flag.flag, **kwargs)
+
+
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The option flags given on the command line, by field name."""
+    return {k.split(":", 1)[1]: v for k, v in vars(args).items() if k.startswith("option:")}
+
+
+def build_options(registry: Mapping[str, type], methods: Sequence[str], values: Mapping[str, Any],
+                  presets: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Each method's options from ``values`` (field name → value); every value must belong to at
+    least one of ``methods``, else the error names the methods it belongs to."""
+    owners: dict[str, list[str]] = {}
+    for name, klass in registry.items():
+        for f in fields(klass.Options):
+            owners.setdefault(f.name, []).append(name)
+    for key in values:
+        if not any(m in owners.get(key, []) for m in methods):
+            flag = "--" + key.replace("_", "-")
+            for name in registry:
+                for f in fields(registry[name].Options):
+                    if f.name == key:
+                        flag = flag_name(f)
+            belongs = owners.get(key)
+            if not belongs:
+                raise FrdError(f"{flag} is not an option of any method")
+            raise FrdError(f"{flag} is an option of {', '.join(belongs)}, not of {', '.join(methods)}")
+    built = {}
+    for method in methods:
+        options = registry[method].Options
+        names = {f.name for f in fields(options)}
+        preset = {k: v for k, v in (presets or {}).get(method, {}).items() if k in names}
+        built[method] = options(**{**preset, **{k: v for k, v in values.items() if k in names}})
+        check_choices(built[method])
+    return built
+
+
+def check_choices(options: Any) -> None:
+    """Every ``Literal`` field holds one of its choices (the CLI checks this too, configs built in
+    code are checked here)."""
+    hints = typing.get_type_hints(type(options))
+    for f in fields(options):
+        if get_origin(hints[f.name]) is Literal and getattr(options, f.name) not in get_args(hints[f.name]):
+            raise FrdError(f"{flag_name(f)} must be one of {', '.join(map(str, get_args(hints[f.name])))}, "
+                           f"got {getattr(options, f.name)!r}")
+
+
+def options_key(options: Any) -> dict[str, Any]:
+    """The options' part of a resume key (JSON-ready)."""
+    return asdict(options) if is_dataclass(options) and not isinstance(options, type) else dict(options)
+
+
+def at_least(options: Any, **lows: float) -> None:
+    """Check ``options.<name> >= low`` (skipping None) with an error naming the flag."""
+    for f in fields(options):
+        if f.name in lows:
+            value = getattr(options, f.name)
+            if value is not None and value < lows[f.name]:
+                raise FrdError(f"{flag_name(f)} must be at least {lows[f.name]:g}, got {value}")
+
+
+def positive(options: Any, *names: str) -> None:
+    """Check ``options.<name> > 0`` (skipping None) with an error naming the flag."""
+    for f in fields(options):
+        if f.name in names:
+            value = getattr(options, f.name)
+            if value is not None and not value > 0:
+                raise FrdError(f"{flag_name(f)} must be > 0, got {value}")

@@ -1,0 +1,84 @@
+"""The resolved configuration of an RL experiment: what every method shares, plus each method's
+own resolved options (saved with every result; together they are the resume key)."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+from agents.a2c import ACTIVATIONS, recipe
+from envs.lanes import check_env_id
+from frd.channel import check_channel
+from frd.errors import FrdError
+from frd.options import build_options, options_key
+from frd.results import ResumeKey
+from frd.rl.methods import RL_METHODS, RunSetup, get_method
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    methods: tuple[str, ...] = ("independent",)  # exchange schemes to run (frd.rl.methods.RL_METHODS)
+    env_id: str = "CartPole-v1"    # any gymnasium env with Box observations and Discrete actions
+    agents: int = 2                # agents per run, each with its own env and seed
+    seeds: int = 20                # runs per method, seeds first_seed … first_seed+seeds−1
+    first_seed: int = 0            # seed of the first run
+    max_episodes: int = 2000       # per-agent episode cap; a run that hits it is "not completed"
+    period: int = 25               # E: episodes per agent between exchange rounds
+    target: float = 490.0          # mission: mean score over the latest `window` episodes ≥ target
+    window: int = 10               # episodes in the mission average
+    recipe: str = "nstep"          # A2C recipe: nstep (default) or rlcode
+    hidden: int = 64               # hidden width h of actor and critic
+    activation: str = "tanh"       # hidden activation
+    channel: str = "ideal"         # channel model of every transfer (frd.channel.CHANNELS)
+    channel_options: tuple = ()    # (name, value) overrides of the channel's parameters
+    threads: int = 1               # torch threads (1 is fastest below ~256 lanes here)
+    options: Mapping[str, Any] = field(default_factory=dict)  # method → its options; absent: defaults
+
+    def options_for(self, method: str) -> Any:
+        return self.options[method] if method in self.options else get_method(method).Options()
+
+    def validate(self) -> None:
+        """Every check that needs no results folder: counts, names, the env, each method's
+        options against the env, the channel."""
+        for name, value in (("agents", self.agents), ("seeds", self.seeds), ("max-episodes", self.max_episodes),
+                            ("period", self.period), ("window", self.window), ("hidden", self.hidden),
+                            ("threads", self.threads)):
+            if value < 1:
+                raise FrdError(f"--{name} must be at least 1, got {value}")
+        if self.first_seed < 0:
+            raise FrdError(f"--first-seed must be at least 0, got {self.first_seed}")
+        if math.isnan(self.target):
+            raise FrdError("--target must be a number (inf: run every agent to the cap)")
+        if not self.methods:
+            raise FrdError("give at least one method")
+        if len(set(self.methods)) != len(self.methods):
+            raise FrdError(f"a method is listed twice in {','.join(self.methods)}")
+        methods = [get_method(m) for m in self.methods]
+        recipe(self.recipe, hidden=self.hidden, activation=self.activation)
+        if self.activation not in ACTIVATIONS:
+            raise FrdError(f"unknown activation {self.activation!r}; choose {' or '.join(ACTIVATIONS)}")
+        env = check_env_id(self.env_id)
+        setup = RunSetup(self.env_id, env.observation_space, int(env.action_space.n), self.agents, self.first_seed)
+        for name, method in zip(self.methods, methods):
+            method.check(self.options_for(name), setup)
+        check_channel(self.channel, dict(self.channel_options))
+
+    def resume_key(self) -> ResumeKey:
+        """Results change with these: the common fields (not the seeds, the method list or the
+        threads) and each method's resolved options."""
+        common = {k: v for k, v in asdict(self).items() if k not in ("seeds", "methods", "threads", "options")}
+        return ResumeKey(common, {m: options_key(self.options_for(m)) for m in self.methods})
+
+
+COMMON_FIELDS = frozenset(f.name for f in fields(RLConfig)) - {"options"}
+
+
+def rl_config(methods: tuple[str, ...] | str, **values: Any) -> RLConfig:
+    """An ``RLConfig`` from flat values: common fields by name, and each option to every listed
+    method that has it (an option no listed method has is an error naming its methods)."""
+    methods = (methods,) if isinstance(methods, str) else tuple(methods)
+    for m in methods:
+        get_method(m)
+    common = {k: v for k, v in values.items() if k in COMMON_FIELDS}
+    options = build_options(RL_METHODS, methods, {k: v for k, v in values.items() if k not in COMMON_FIELDS})
+    return RLConfig(methods=methods, options=options, **common)

@@ -1,0 +1,55 @@
+"""FRL: federated averaging of the actor (and optionally critic) weights, equal weights."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from frd.errors import FrdError
+from frd.exchange import broadcast
+from frd.payload import FLOAT_BITS, Payload
+from frd.rl.methods.base import Strategy
+
+
+@dataclass(frozen=True)
+class FRLOptions:
+    """What FRL averages."""
+
+    critic: bool = field(default=False, metadata={"flag": "frl-critic"})
+    """Average the critic's weights too, not only the actor's."""
+
+
+class FederatedRL(Strategy):
+    description = "federated RL: average actor weights"
+    Options = FRLOptions
+
+    def _state(self, agent: int) -> dict[str, np.ndarray]:
+        pop, row = self.round.population, self.round.rows[agent]
+        state = {f"actor.{k}": v for k, v in pop.actor_state(row).items()}
+        if self.options.critic:
+            state.update({f"critic.{k}": v for k, v in pop.critic_state(row).items()})
+        return state
+
+    def upload(self, agent: int) -> Payload:
+        state = self._state(agent)
+        return Payload.of("weights", sum(v.size for v in state.values()),
+                          **{k: (v, FLOAT_BITS) for k, v in state.items()})
+
+    def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
+        first = next(iter(uploads.values()))
+        for u in uploads.values():
+            shapes = {k: a.values.shape for k, a in u.arrays.items()}
+            if shapes != {k: a.values.shape for k, a in first.arrays.items()}:
+                raise FrdError("FRL averages weights, so every agent needs the same actor architecture; "
+                               "use pd or frd for agents with different networks")
+        mean = {k: (np.mean([u[k] for u in uploads.values()], axis=0), FLOAT_BITS) for k in first.arrays}
+        return broadcast(Payload.of("global_weights", first.entries, **mean), participants)
+
+    def download(self, agent: int, payload: Payload) -> None:
+        """Weights are loaded as they arrive."""
+        pop, row = self.round.population, self.round.rows[agent]
+        for net, load in (("actor", pop.load_actor_state), ("critic", pop.load_critic_state)):
+            part = {k.split(".", 1)[1]: payload[k] for k in payload.arrays if k.startswith(net + ".")}
+            if part:
+                load(row, part)
