@@ -102,9 +102,9 @@ def mixup(x: np.ndarray, labels: np.ndarray, n_mix: int, gamma: float, rng: np.r
     gamma = check_gamma(gamma)
     labels = np.asarray(labels, dtype=np.int64)
     if n_mix < 1:
-        raise FrdError(f"n_mix must be at least 1, got {n_mix}")
+        raise ValueError(f"n_mix must be at least 1, got {n_mix}")
     if labels.min() < 0 or labels.max() >= n_classes:
-        raise FrdError(f"labels must lie in 0..{n_classes - 1} (n_classes={n_classes}), "
+        raise ValueError(f"labels must lie in 0..{n_classes - 1} (n_classes={n_classes}), "
                        f"got {labels.min()}..{labels.max()}; pass the dataset's n_classes")
     ij = draw_pairs(labels, n_mix, np.random.default_rng(rng))
     x = np.asarray(x, dtype=np.float64)
@@ -126,7 +126,7 @@ def ratio_matrix(soft: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     present = np.flatnonzero((soft > RATIO_ATOL).any(axis=0))
     if len(present) != len(soft):
-        raise FrdError(f"inverse-Mixup of {len(soft)} mixed samples needs exactly {len(soft)} labels "
+        raise ValueError(f"inverse-Mixup of {len(soft)} mixed samples needs exactly {len(soft)} labels "
                        f"among them, found {len(present)}; group samples whose label pairs close a cycle "
                        f"(for two: a symmetric pair (a, b) and (b, a))")
     return soft[:, present], present
@@ -140,12 +140,12 @@ def invert_group(x_hat: np.ndarray, soft: np.ndarray, devices: np.ndarray) -> tu
     """
     devices = np.asarray(devices)
     if len(np.unique(devices)) != len(devices):
-        raise FrdError(f"inverse-Mixup combines samples of devices {devices.tolist()}, two of them "
+        raise ValueError(f"inverse-Mixup combines samples of devices {devices.tolist()}, two of them "
                        f"the same device; that would undo its Mixup and expose raw samples — "
                        f"combine samples of different devices only")
     m, present = ratio_matrix(np.asarray(soft, dtype=np.float64))
     if abs(np.linalg.det(m)) <= RATIO_ATOL:
-        raise FrdError("the mixing ratios of this group are singular (γ = 0.5?); inverse-Mixup needs "
+        raise ValueError("the mixing ratios of this group are singular (γ = 0.5?); inverse-Mixup needs "
                        "γ ≠ 0.5 and an invertible ratio matrix")
     inv = np.linalg.inv(m)
     flat = np.asarray(x_hat, dtype=np.float64).reshape(len(m), -1)
@@ -166,7 +166,7 @@ def eligible_groups(mixed: MixedSamples, n_s: int) -> np.ndarray:
     starting from its smallest label.
     """
     if n_s < 2:
-        raise FrdError(f"inverse-Mixup combines n_s ≥ 2 mixed samples, got n_s={n_s}")
+        raise ValueError(f"inverse-Mixup combines n_s ≥ 2 mixed samples, got n_s={n_s}")
     lo, hi = label_edges(mixed.soft)
     by_edge: dict[tuple[int, int], list[int]] = {}
     for k, edge in enumerate(zip(lo.tolist(), hi.tolist())):
@@ -193,7 +193,7 @@ def inverse_mixup(mixed: MixedSamples, n_inv: int | None, rng: np.random.Generat
     than exist is an error rather than a silent shortfall or duplicates.
     """
     if n_inv is not None and n_inv < 1:
-        raise FrdError(f"n_inv must be at least 1 (or None for all), got {n_inv}")
+        raise ValueError(f"n_inv must be at least 1 (or None for all), got {n_inv}")
     groups = eligible_groups(mixed, n_s)
     n_cand = len(groups) * n_s
     if n_cand == 0 or (n_inv is not None and n_inv > n_cand):

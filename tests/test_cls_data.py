@@ -79,7 +79,7 @@ def test_mnist_training_files_when_present_are_the_pool(tmp_path):
 
 
 def test_missing_mnist_files_name_the_files_and_where_to_get_them(tmp_path):
-    with pytest.raises(FrdError) as err:
+    with pytest.raises(FrdError, match="MNIST files not found") as err:
         load_dataset("mnist", tmp_path / "empty")
     text = str(err.value)
     assert "t10k-images-idx3-ubyte.gz" in text and "https://" in text and "--download" in text
@@ -88,7 +88,7 @@ def test_missing_mnist_files_name_the_files_and_where_to_get_them(tmp_path):
 
 def test_download_without_network_fails_with_the_same_advice(tmp_path, monkeypatch):
     monkeypatch.setattr(data_module, "MNIST_MIRRORS", ("http://127.0.0.1:9/",))
-    with pytest.raises(FrdError) as err:
+    with pytest.raises(FrdError, match="could not download") as err:
         load_dataset("mnist", tmp_path, download=True)
     text = str(err.value)
     assert "could not download" in text and "t10k-images-idx3-ubyte.gz" in text and str(tmp_path) in text

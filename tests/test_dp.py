@@ -54,7 +54,7 @@ def test_accounting_noise_multiplier_uses_sensitivity_2c():
 def test_sample_rate_is_worst_class():
     assert sample_rate([64, 128], real_batch=16) == pytest.approx(0.25)
     assert sample_rate([200, 5, 0], real_batch=16) == 1.0  # a rare class gets no amplification
-    with pytest.raises(FrdError):
+    with pytest.raises(FrdError, match="no real images"):
         sample_rate([0, 0], real_batch=16)
 
 
@@ -84,14 +84,14 @@ def test_client_epsilon_composes_the_parts():
 @pytest.mark.parametrize("kwargs", [dict(clip_norm=0.0), dict(clip_norm=-1.0), dict(noise=0.0),
                                     dict(delta=0.0), dict(delta=1.0)])
 def test_bad_dp_config_is_refused(kwargs):
-    with pytest.raises(FrdError):
+    with pytest.raises(FrdError, match="DP (clip norm|noise factor|δ)"):
         DPConfig(**kwargs)
 
 
 def test_bad_accounting_input_is_refused():
-    with pytest.raises(FrdError):
+    with pytest.raises(FrdError, match="clip norm C must be > 0"):
         clip_to_norm(torch.ones(3), 0.0)
-    with pytest.raises(FrdError):
+    with pytest.raises(FrdError, match="sampling rate"):
         epsilon(1.0, 1.5, 10, 1e-5)
-    with pytest.raises(FrdError):
+    with pytest.raises(FrdError, match="noise multiplier"):
         epsilon(0.0, 0.5, 10, 1e-5)

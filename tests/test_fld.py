@@ -127,7 +127,7 @@ def test_mix2fld_never_has_more_seeds_than_the_uploads_allow(digits):
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(gamma=0.5), "outside \\(0, 0.5\\)"), (dict(gamma=0.0), "outside \\(0, 0.5\\)"),
+    (dict(gamma=0.5), "must lie in \\(0, 0.5\\)"), (dict(gamma=0.0), "must lie in \\(0, 0.5\\)"),
     (dict(n_mix=0), "--n-mix must be at least 1"), (dict(n_inv=0), "--n-inv must be at least 1"),
     (dict(n_s=1), "--n-s must be at least 2"), (dict(server_lr=0.0), "--server-lr must be > 0"),
 ])

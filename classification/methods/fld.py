@@ -39,7 +39,7 @@ from classification.context import RunContext
 from classification.data import Dataset
 from classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
 from classification.methods.fd import OutputRecorder, leave_one_out_teachers
-from classification.mixup import MixedSamples, check_gamma, inverse_mixup, mixup
+from classification.mixup import MixedSamples, inverse_mixup, mixup
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,9 @@ class MixFLDOptions(FLDOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_gamma(self.gamma)
+        if not 0 < self.gamma < 0.5:
+            raise FrdError(f"--gamma must lie in (0, 0.5), got {self.gamma}; e.g. 0.2 "
+                           "(values near 0 leak raw samples, 0.5 cannot be inverted)")
 
 
 @dataclass(frozen=True)
