@@ -18,7 +18,9 @@ demo: $(STAMP)
 	$(BIN)/frd compare --methods frd,pd,frl,independent --agents 2 --seeds 4 --out results/demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest --durations=10
 
 clean:
 	rm -rf $(VENV) results

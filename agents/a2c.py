@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from agents.stacked import ACTIVATIONS, LaneAdam, StackedMLP, clip_per_lane
+from agents.stacked import LaneAdam, StackedMLP, clip_per_lane
 from frd.errors import FrdError
 from frd.seeding import Stream
 

@@ -9,7 +9,7 @@ layer's gradient), and the optimizer and the clip work on two big tensors, not m
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -48,7 +48,8 @@ class StackedMLP:
         """(Re)create the per-layer leaf views of ``data`` and their gradient views of ``grad``."""
         L = self.data.shape[0]
         self.grad = torch.zeros_like(self.data)
-        self.weights, self.biases = [], []
+        self.weights: list[torch.Tensor] = []
+        self.biases: list[torch.Tensor] = []
         at = 0
         for wshape, bshape in self.shapes:
             for shape, out in ((wshape, self.weights), (bshape, self.biases)):
@@ -88,7 +89,7 @@ class StackedMLP:
         return {f"layer{i}.{kind}": p[lane].detach().clone()
                 for i, pair in enumerate(zip(self.weights, self.biases)) for kind, p in zip(("weight", "bias"), pair)}
 
-    def load_lane_state(self, lane: int, state: dict[str, torch.Tensor]) -> None:
+    def load_lane_state(self, lane: int, state: Mapping[str, torch.Tensor | np.ndarray]) -> None:
         with torch.no_grad():
             for i, pair in enumerate(zip(self.weights, self.biases)):
                 for kind, p in zip(("weight", "bias"), pair):

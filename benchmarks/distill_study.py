@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -33,9 +34,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from classification.methods import cls_config  # noqa: E402
 from classification.data import load_dataset  # noqa: E402
-from classification.methods import GLOBAL  # noqa: E402
+from classification.methods import (
+    GLOBAL,  # noqa: E402
+    cls_config,  # noqa: E402
+)
 from classification.models import build_model, count_parameters  # noqa: E402
 from classification.runner import run_experiment  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
@@ -45,7 +48,7 @@ DISTILLATION = ("feddm", "feddualmatch")
 COLORS = dict(zip(METHODS, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
 ALPHAS = (0.5, 0.1, 0.05, 0.01)
 PAPER_WIDTH = 128
-SCALED = dict(dataset="mnist", partition="dirichlet", devices=10, samples_per_device=500, model="convnet",
+SCALED: dict[str, Any] = dict(dataset="mnist", partition="dirichlet", devices=10, samples_per_device=500, model="convnet",
               width=16, iterations_per_round=50, distill_iterations=20, server_epochs=5)
 """The CPU scaling of this study (see the module docstring); ``--rounds`` and α come on top."""
 

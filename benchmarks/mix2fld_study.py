@@ -27,8 +27,9 @@ from __future__ import annotations
 import argparse
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -37,10 +38,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from classification.methods import cls_config  # noqa: E402
+from classification.config import ClsConfig  # noqa: E402
 from classification.context import RunContext  # noqa: E402
 from classification.data import load_dataset  # noqa: E402
-from classification.models import count_parameters  # noqa: E402
+from classification.methods import CLS_METHODS, COMMON_FIELDS, cls_config  # noqa: E402
 from classification.privacy import PRIVACY_GAMMAS, privacy_table  # noqa: E402
 from classification.runner import run_experiment  # noqa: E402
 from frd.channel import make_wireless  # noqa: E402
@@ -60,16 +61,22 @@ CONVERGED = 0.95
 """Convergence time: the first time the reference accuracy reaches this share of its final value."""
 
 
-def grid(base: ClsConfig) -> list[tuple[str, str, ClsConfig]]:
+def paper_config(method: str, **values: Any) -> ClsConfig:
+    """The paper-scale config of ``method`` from ``values``, leaving out the options it does not have."""
+    own = {f.name for f in fields(CLS_METHODS[method].Options)}
+    return cls_config(method, paper=True, **{k: v for k, v in values.items() if k in COMMON_FIELDS or k in own})
+
+
+def grid(base: dict[str, Any]) -> list[tuple[str, str, ClsConfig]]:
     """(label, channel cell, config) of every run of part a."""
     runs = []
     for tag, (channel, options) in CHANNELS.items():
         for partition in PARTITIONS:
-            cell = replace(base, partition=partition, channel=channel, channel_options=options)
-            cell_runs = [("FL", replace(cell, method="fl")), ("FD", replace(cell, method="fd"))]
-            cell_runs += [(f"MixFLD ({m})", replace(cell, method="mixfld", n_mix=m))
+            cell = dict(base, partition=partition, channel=channel, channel_options=dict(options))
+            cell_runs = [("FL", paper_config("fl", **cell)), ("FD", paper_config("fd", **cell))]
+            cell_runs += [(f"MixFLD ({m})", paper_config("mixfld", **cell, n_mix=m))
                           for m in sorted({m for m, _ in SEED_CONFIGS})]
-            cell_runs += [(f"Mix2FLD ({m},{i})", replace(cell, method="mix2fld", n_mix=m, n_inv=i))
+            cell_runs += [(f"Mix2FLD ({m},{i})", paper_config("mix2fld", **cell, n_mix=m, n_inv=i))
                           for m, i in SEED_CONFIGS]
             runs += [(label, tag, c) for label, c in cell_runs if options == {} or label in WEAK_UPLINK_LABELS]
     return runs
@@ -80,7 +87,8 @@ Job = tuple[str, str, ClsConfig, Path]
 
 
 def folder(work: Path, cell: str, config: ClsConfig) -> Path:
-    return work / f"{config.method}-{config.partition}-{cell.replace(' ', '').replace('.', '')}-{config.n_mix}-{config.n_inv}"
+    seeds = f"{getattr(config.options, 'n_mix', None)}-{getattr(config.options, 'n_inv', None)}"
+    return work / f"{config.method}-{config.partition}-{cell.replace(' ', '').replace('.', '')}-{seeds}"
 
 
 def run_one(job: Job) -> float:
@@ -96,7 +104,7 @@ def collect(jobs: list[Job]) -> tuple[pd.DataFrame, pd.DataFrame]:
     runs, rounds = [], []
     for label, cell, config, out in jobs:
         tag = dict(label=label, partition=PARTITIONS[config.partition], channel=cell,
-                   n_mix=config.n_mix, n_inv=config.n_inv)
+                   n_mix=getattr(config.options, "n_mix", None), n_inv=getattr(config.options, "n_inv", None))
         runs.append(pd.read_csv(out / "runs.csv").assign(**tag))
         r = pd.read_csv(out / "rounds.csv")
         r = r[r["device"] == config.reference_device].sort_values(["seed", "round"])
@@ -183,7 +191,7 @@ def privacy(data_dir: str | None, out: Path, seed: int) -> pd.DataFrame:
     """Part b on the first two devices of an IID split of the MNIST pool (50 mixes each)."""
     data = load_dataset("mnist", data_dir)
     ctx = RunContext.build(cls_config(dataset="mnist", samples_per_device=500), seed, data)
-    devices = [tuple(t.numpy() for t in ctx.device_data(d)) for d in range(2)]
+    devices = [(x.numpy(), y.numpy()) for x, y in (ctx.device_data(d) for d in range(2))]
     table = privacy_table(devices, n_classes=data.classes, gammas=PRIVACY_GAMMAS, n_mix=50, seed=seed)
     raw = pd.DataFrame([dict(gamma=0.0, scheme="Mixup", mean=-np.inf, std=0.0, n=50)])
     table = pd.concat([raw, table], ignore_index=True)
@@ -221,7 +229,7 @@ def main() -> None:
     out, work = Path(args.out), Path(args.work)
     out.mkdir(parents=True, exist_ok=True)
 
-    base = ClsConfig.paper(seeds=args.seeds, data_dir=args.data_dir, **SCALES[args.scale])
+    base = dict(seeds=args.seeds, data_dir=args.data_dir, **SCALES[args.scale])
     jobs = [(label, cell, config, folder(work, cell, config)) for label, cell, config in grid(base)]
     if args.finished_only:
         jobs = [job for job in jobs if (job[3] / "runs.csv").exists()]

@@ -24,11 +24,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from frd.rl.plots import plot_payload  # noqa: E402
 from frd.results import ResultStore  # noqa: E402
 from frd.rl.config import RLConfig  # noqa: E402
 from frd.rl.experiment import run_experiment  # noqa: E402
 from frd.rl.methods.frd import FRDOptions  # noqa: E402
+from frd.rl.plots import plot_payload  # noqa: E402
 from frd.stats import quartile_columns  # noqa: E402
 
 METHODS = ("frd", "pd", "frl", "independent")
@@ -88,7 +88,8 @@ def part_a_b(base: RLConfig, work: Path, out: Path, agents: dict[int, int]) -> N
 
 
 def part_c(base: RLConfig, work: Path, out: Path) -> None:
-    runs = pd.concat([runs_of(replace(base, methods=("frd",), options={"frd": FRDOptions(grid=s)}), work / f"grid{s}").assign(grid=s)
+    runs = pd.concat([runs_of(replace(base, methods=("frd",), options={"frd": FRDOptions(grid=s)}), work / f"grid{s}")
+                      .assign(grid=s)
                       for s in GRIDS])
     table = mission_table(runs, ["grid"])
     table.to_csv(out / "seed_study_grid.csv", index=False)

@@ -5,9 +5,6 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 
-from frd.channel import CHANNELS, parse_channel_option
-from frd.options import add_option_flags, given_options
-from frd.results import run_id
 from classification.config import ClsConfig
 from classification.data import DATASETS
 from classification.methods import CLS_METHODS, cls_config
@@ -15,6 +12,9 @@ from classification.models import MODELS
 from classification.partitions import PARTITIONS
 from classification.report import plot_accuracy, summarize
 from classification.runner import run_experiment
+from frd.channel import CHANNELS, parse_channel_option
+from frd.options import add_option_flags, given_options
+from frd.results import run_id
 
 DEFAULTS = ClsConfig()
 
@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--width", type=int, help="model width (default cnn 30, mlp 64, convnet 128; "
                    "feddm/feddualmatch with the cpu preset 32)")
     p.add_argument("--rounds", type=int, help=f"exchange rounds (default {d.rounds})")
-    p.add_argument("--iterations", dest="iterations_per_round", type=int, metavar="N", help=f"local iterations per round (default {d.iterations_per_round}; paper 400)")
+    p.add_argument("--iterations", dest="iterations_per_round", type=int, metavar="N",
+                   help=f"local iterations per round (default {d.iterations_per_round}; paper 400)")
     p.add_argument("--batch-size", type=int, help=f"local minibatch (default {d.batch_size})")
     p.add_argument("--lr", type=float, help=f"SGD learning rate (default {d.lr})")
     p.add_argument("--reference-device", type=int, help=f"device evaluated each round (default {d.reference_device})")

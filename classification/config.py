@@ -4,13 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from classification.data import DATASETS
+from classification.models import MODELS
+from classification.partitions import PARTITIONS, PartitionSpec
 from frd.channel import CHANNELS, check_channel
 from frd.errors import FrdError
 from frd.options import NoOptions, options_key
 from frd.results import ResumeKey
-from classification.data import DATASETS
-from classification.models import MODELS
-from classification.partitions import PARTITIONS, PartitionSpec
 
 PAPER = {"dataset": "mnist", "devices": 10, "samples_per_device": 500, "rounds": 16,
          "iterations_per_round": 400, "lr": 0.01}
@@ -91,9 +91,9 @@ class ClsConfig:
                 raise FrdError(f"unknown {what} {value!r}; choose one of {', '.join(known)}")
         positive = {"devices": self.devices, "rounds": self.rounds, "iterations_per_round": self.iterations_per_round,
                     "batch_size": self.batch_size, "seeds": self.seeds, "threads": self.threads}
-        for name, value in positive.items():
-            if value < 1:
-                raise FrdError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        for name, count in positive.items():
+            if count < 1:
+                raise FrdError(f"--{name.replace('_', '-')} must be at least 1, got {count}")
         if not self.alpha > 0:
             raise FrdError(f"--alpha must be > 0, got {self.alpha}; try 0.5 (mild) or 0.1 (strong label skew)")
         if not self.lr > 0:

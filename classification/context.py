@@ -9,14 +9,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from frd.results import run_id
-from frd.seeding import Stream, derive_seed
 from classification.config import ClsConfig
 from classification.data import Dataset
 from classification.devices import BatchStream, DeviceStack
 from classification.models import build_model
 from classification.partitions import PARTITIONS
 from classification.training import LocalLoss, local_sgd
+from frd.results import run_id
+from frd.seeding import Stream, derive_seed
 
 
 @dataclass

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from sklearn.model_selection import train_test_split
 
-from frd.errors import FrdError
 from classification.idx import read_idx
+from frd.errors import FrdError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,8 @@ class Dataset:
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
-        return tuple(self.x_pool.shape[1:])
+        channels, height, width = self.x_pool.shape[1:]
+        return int(channels), int(height), int(width)
 
     @staticmethod
     def inputs(x: torch.Tensor) -> torch.Tensor:
@@ -124,7 +125,8 @@ def _mnist(data_dir: Path, download: bool) -> tuple[Split | None, Split]:
 
 def _cifar10(data_dir: Path, download: bool) -> tuple[Split | None, Split]:
     """The five training batches and the test batch, in ``data_dir`` or its cifar-10-batches-py/."""
-    how = f"put the CIFAR-10 python batches ({', '.join(CIFAR10_FILES)}) in {data_dir} — from {CIFAR10_URL} — or pass --data-dir DIR"
+    how = (f"put the CIFAR-10 python batches ({', '.join(CIFAR10_FILES)}) in {data_dir} — from {CIFAR10_URL} — "
+           "or pass --data-dir DIR")
     folder = next((d for d in (data_dir, data_dir / "cifar-10-batches-py") if (d / "test_batch").is_file()), None)
     if folder is None and download:
         archive = data_dir / "cifar-10-python.tar.gz"

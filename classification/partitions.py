@@ -49,7 +49,7 @@ def _assign(name: str, labels: np.ndarray, counts: np.ndarray, rng: np.random.Ge
         raise FrdError(f"partition {name!r} needs {need[label]} samples of label {label} but the pool has "
                        f"{pools[label].size}; lower --devices or --samples-per-device")
     ends = np.cumsum(counts, axis=0)
-    return [np.sort(np.concatenate([pools[l][ends[d, l] - counts[d, l]:ends[d, l]] for l in range(counts.shape[1])]))
+    return [np.sort(np.concatenate([pools[k][ends[d, k] - counts[d, k]:ends[d, k]] for k in range(counts.shape[1])]))
             for d in range(counts.shape[0])]
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from frd.stats import quartiles
 from classification.methods import GLOBAL
+from frd.stats import quartiles
 
 
 def summarize(runs: pd.DataFrame, ledger: pd.DataFrame) -> pd.DataFrame:

@@ -10,17 +10,17 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from frd.channel import make_channel
-from frd.exchange import Exchange, run_round
-from frd.ledger import Ledger
-from frd.results import ResultStore, run_id
-from frd.seeding import Stream, derive_seed
 from classification.config import ClsConfig
 from classification.context import RunContext
 from classification.data import Dataset, load_dataset
 from classification.methods import GLOBAL, Method, get_method
 from classification.models import count_parameters
 from classification.training import evaluate
+from frd.channel import make_channel
+from frd.exchange import Exchange, run_round
+from frd.ledger import Ledger
+from frd.results import ResultStore, run_id
+from frd.seeding import Stream, derive_seed
 
 ROUND_COLUMNS = ["run_id", "seed", "round", "device", "iteration", "accuracy", "loss", "compute_s", "comm_s"]
 """rounds.csv: one row per evaluated model per round (device −1 = global model). Round 0 is the

@@ -12,7 +12,7 @@ Two guarantees the exchange methods rely on:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -66,11 +66,12 @@ class CartPoleLanes:
 
     def __init__(self, lane_seeds: Sequence[int]) -> None:
         self.env = gym.make_vec(CARTPOLE, num_envs=len(lane_seeds), vectorization_mode="vector_entry_point")
-        self.core = self.env.unwrapped
+        core: Any = self.env.unwrapped  # gymnasium's CartPoleVectorEnv: state, steps, low, high
+        self.core = core
         self.rngs = [np.random.default_rng(s) for s in lane_seeds]
-        self.observation_space = self.core.single_observation_space
+        self.observation_space: gym.spaces.Box = core.single_observation_space
         self.obs_dim = int(self.observation_space.shape[0])
-        self.n_actions = int(self.core.single_action_space.n)
+        self.n_actions = int(core.single_action_space.n)
 
     def _fresh_states(self, lanes: np.ndarray) -> np.ndarray:
         return np.stack([self.rngs[i].uniform(self.core.low, self.core.high, 4) for i in lanes], axis=1)
@@ -105,9 +106,10 @@ class GenericLanes:
     def __init__(self, env_id: str, lane_seeds: Sequence[int]) -> None:
         self.envs = [check_env_id(env_id) for _ in lane_seeds]
         self.seeds = list(lane_seeds)
-        self.observation_space = self.envs[0].observation_space
+        first: Any = self.envs[0]  # checked by check_env_id: Box observations, Discrete actions
+        self.observation_space: gym.spaces.Box = first.observation_space
         self.obs_dim = int(self.observation_space.shape[0])
-        self.n_actions = int(self.envs[0].action_space.n)
+        self.n_actions = int(first.action_space.n)
         self.obs = np.zeros((len(self.envs), self.obs_dim), np.float32)
 
     def reset(self) -> np.ndarray:

@@ -14,11 +14,10 @@ Registered names (``make_channel(name, seed, **options)``):
 from __future__ import annotations
 
 import argparse
-
 import math
 from dataclasses import dataclass, field, fields
 from functools import partial
-from typing import Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -187,7 +186,7 @@ def _ideal(seed: int, **options: object) -> IdealChannel:
     return IdealChannel()
 
 
-CHANNELS = {
+CHANNELS: dict[str, Callable[..., Channel]] = {
     "ideal": _ideal,
     "wireless": make_wireless,
     **{f"wireless-{p}": partial(make_wireless, preset=p) for p in WIRELESS_PRESETS},

@@ -5,6 +5,7 @@ import argparse
 import importlib
 import signal
 import sys
+from typing import NoReturn
 
 from frd.errors import FrdError
 
@@ -13,7 +14,7 @@ COMMAND_MODULES = ("frd.rl.cli", "classification.cli")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other bad input
         self.exit(2, f"frd: error: {message} (see --help)\n")
 
 

@@ -101,7 +101,7 @@ def flag_name(f: Field) -> str:
     return "--" + f.metadata.get("flag", f.name.replace("_", "-"))
 
 
-def option_flags(registry: Mapping[str, type]) -> dict[str, Flag]:
+def option_flags(registry: Mapping[str, Any]) -> dict[str, Flag]:
     """Every option flag of the methods in ``registry`` (name → class with ``Options``)."""
     flags: dict[str, Flag] = {}
     for method, klass in registry.items():
@@ -130,7 +130,7 @@ def _typed(flag: Flag) -> Callable[[str], Any]:
     return parse
 
 
-def add_option_flags(parser: argparse.ArgumentParser, registry: Mapping[str, type]) -> None:
+def add_option_flags(parser: argparse.ArgumentParser, registry: Mapping[str, Any]) -> None:
     """Add every method's option flags; a flag not given is absent from the parsed namespace."""
     group = parser.add_argument_group("method options (each applies only to the methods named)")
     for flag in option_flags(registry).values():
@@ -146,7 +146,7 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
     return {k.split(":", 1)[1]: v for k, v in vars(args).items() if k.startswith("option:")}
 
 
-def build_options(registry: Mapping[str, type], methods: Sequence[str], values: Mapping[str, Any],
+def build_options(registry: Mapping[str, Any], methods: Sequence[str], values: Mapping[str, Any],
                   presets: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Each method's options from ``values`` (field name → value); every value must belong to at
     least one of ``methods``, else the error names the methods it belongs to."""

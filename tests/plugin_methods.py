@@ -4,14 +4,15 @@ classification method with one option."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 
+from classification.methods.base import load_weights
+from classification.methods.fl import FedAvg
 from frd.errors import FrdError
 from frd.options import at_least
 from frd.payload import Payload
 from frd.rl.methods.frl import FederatedRL, FRLOptions
-from classification.methods.base import load_weights
-from classification.methods.fl import FedAvg
 
 
 @dataclass(frozen=True)

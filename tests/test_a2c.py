@@ -23,7 +23,7 @@ def _modules(stacked, lane: int) -> nn.Sequential:
 def _fill_rollout(pop: A2CPopulation, T: int, seed: int = 0, valid_share: float = 0.8) -> None:
     rng = np.random.default_rng(seed)
     L = pop.lanes
-    for t in range(T):
+    for _ in range(T):
         term = rng.random(L) < 0.2
         trunc = (~term) & (rng.random(L) < 0.2)
         valid = (rng.random(L) < valid_share).astype(np.float32)

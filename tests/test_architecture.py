@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from plugin_methods import KeepShareFL, PartialFRL
 
 from classification.methods import CLS_METHODS
 from frd.cli import main
 from frd.rl.config import rl_config
 from frd.rl.methods import RL_METHODS
 from frd.rl.runner import RLBatch
-from plugin_methods import KeepShareFL, PartialFRL
 
 RL_TINY = ["--agents", "2", "--seeds", "1", "--max-episodes", "8", "--period", "2", "--hidden", "8", "--no-progress"]
 CLS_TINY = ["--rounds", "2", "--iterations", "2", "--devices", "3", "--no-progress"]

@@ -8,14 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
-from classification.methods import cls_config
 from classification.context import RunContext
-from classification.data import load_dataset
-from classification.methods import CLS_METHODS, GLOBAL
+from classification.methods import CLS_METHODS, GLOBAL, cls_config
 from classification.methods.fd import FederatedDistillation, leave_one_out_teachers
 from classification.methods.fl import FedAvg
 from classification.runner import run_seed
-from frd.channel import CHANNELS, IdealChannel, Transfer
 from frd.errors import FrdError
 from frd.payload import PIXEL_BITS, Payload, index_bits
 

@@ -9,11 +9,27 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from classification.distill_client import (DistillConfig, SyntheticSet, distill, distribution_matching_loss,
-                                           matched_layers, mean_embedding_mmd, sample_model_on_error_ball,
-                                           stage_layers, stage_of_iteration)
-from classification.distill_server import (ServerConfig, adaptive_radius, class_gradients, finetune,
-                                           gradient_distance, gradient_match, server_update, union)
+from classification.distill_client import (
+    DistillConfig,
+    SyntheticSet,
+    distill,
+    distribution_matching_loss,
+    matched_layers,
+    mean_embedding_mmd,
+    sample_model_on_error_ball,
+    stage_layers,
+    stage_of_iteration,
+)
+from classification.distill_server import (
+    ServerConfig,
+    adaptive_radius,
+    class_gradients,
+    finetune,
+    gradient_distance,
+    gradient_match,
+    server_update,
+    union,
+)
 from classification.dp import DPConfig
 from frd.errors import FrdError
 

@@ -6,8 +6,15 @@ import math
 import pytest
 import torch
 
-from classification.dp import (DPConfig, accounting_noise_multiplier, clip_and_noise, clip_to_norm,
-                               client_epsilon, epsilon, sample_rate)
+from classification.dp import (
+    DPConfig,
+    accounting_noise_multiplier,
+    client_epsilon,
+    clip_and_noise,
+    clip_to_norm,
+    epsilon,
+    sample_rate,
+)
 from frd.errors import FrdError
 
 

@@ -7,12 +7,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
-from classification.methods import cls_config
 from classification.context import RunContext
-from classification.data import load_dataset
-from classification.methods import CLS_METHODS, GLOBAL
+from classification.methods import CLS_METHODS, GLOBAL, cls_config
 from classification.models import build_model, count_parameters
 from classification.runner import run_seed
 from frd.cli import main

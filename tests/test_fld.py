@@ -8,15 +8,13 @@ import pytest
 import torch
 from torch.nn.utils import parameters_to_vector
 
-from classification.methods import cls_config
 from classification.context import RunContext
-from classification.data import load_dataset
+from classification.methods import cls_config
 from classification.methods.fld import FederatedLearningAfterDistillation, Mix2FLD, MixFLD
-from frd.seeding import MethodStream
 from classification.mixup import mixup
 from classification.runner import run_seed
-from frd.channel import CHANNELS, IdealChannel, Transfer
 from frd.errors import FrdError
+from frd.seeding import MethodStream
 
 TINY = dict(rounds=2, iterations_per_round=3, devices=3, n_mix=4, server_iterations=5)
 PARAMETERS = 4810

@@ -130,8 +130,8 @@ def test_saved_episodes_reproduce_the_mission_time_in_runs_csv():
 
     tables = _collect(RLConfig(target=30, **{**TINY, "max_episodes": 40}), "frd", [0, 1, 2])
     assert tables["runs"]["completed"].any()
-    for run_id, run in tables["runs"].set_index("run_id").iterrows():
-        episodes = tables["episodes"].query("run_id == @run_id").sort_values("episode")
+    for rid, run in tables["runs"].set_index("run_id").iterrows():
+        episodes = tables["episodes"][tables["episodes"]["run_id"] == rid].sort_values("episode")
         scores = [g["score"].tolist() for _, g in episodes.groupby("agent")]
         expected = first_completion(scores, target=30)
         assert run["completed"] == (expected is not None)

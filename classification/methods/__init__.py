@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from frd.errors import FrdError
-from frd.options import build_options
 from classification.config import PAPER, ClsConfig
 from classification.methods.base import GLOBAL, Method
 from classification.methods.fd import FederatedDistillation
 from classification.methods.feddualmatch import FedDM, FedDualMatch
 from classification.methods.fl import FedAvg
 from classification.methods.fld import FederatedLearningAfterDistillation, Mix2FLD, MixFLD
+from frd.errors import FrdError
+from frd.options import build_options
 
 CLS_METHODS: dict[str, type[Method]] = {
     "fl": FedAvg,

@@ -14,12 +14,12 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector
 
-from frd.exchange import Exchange, broadcast
-from frd.options import NoOptions
-from frd.payload import FLOAT_BITS, Payload
 from classification.config import ClsConfig
 from classification.context import RunContext
 from classification.training import per_device_cross_entropy
+from frd.exchange import Exchange, broadcast
+from frd.options import NoOptions
+from frd.payload import FLOAT_BITS, Payload
 
 GLOBAL = -1
 """The ``device`` value of rows that evaluate the server's global model."""
@@ -57,7 +57,7 @@ class Method(ABC):
     def download(self, device: int, payload: Payload) -> None:
         """Apply what arrived at ``device`` (a failed download never gets here)."""
 
-    def finish_round(self) -> None:
+    def finish_round(self) -> None:  # noqa: B027 (a hook with a default, not abstract)
         """After every download of the round; default: nothing left to do."""
 
     # -- hooks with defaults

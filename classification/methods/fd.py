@@ -10,10 +10,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from frd.options import at_least
-from frd.payload import FLOAT_BITS, Payload
 from classification.context import RunContext
 from classification.methods.base import Method
+from frd.options import at_least
+from frd.payload import FLOAT_BITS, Payload
 
 
 def leave_one_out_teachers(outputs: Mapping[int, np.ndarray], participants: Sequence[int]) -> dict[int, np.ndarray]:

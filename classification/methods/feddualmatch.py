@@ -19,10 +19,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from frd.errors import FrdError
-from frd.options import at_least, positive
-from frd.payload import FLOAT_BITS, Payload
-from frd.seeding import MethodStream
 from classification.config import ClsConfig
 from classification.context import RunContext
 from classification.data import Dataset
@@ -30,6 +26,10 @@ from classification.distill_client import DistillConfig, SyntheticSet, distill
 from classification.distill_server import ServerConfig, server_update
 from classification.dp import DPConfig, client_epsilon
 from classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
+from frd.errors import FrdError
+from frd.options import at_least, positive
+from frd.payload import FLOAT_BITS, Payload
+from frd.seeding import MethodStream
 
 CPU_WIDTH = 32
 """ConvNet channels under the cpu preset when no --width is given [ours; the paper's 128 takes minutes
@@ -142,7 +142,7 @@ class DatasetDistillation(Method):
         for device, rounds in enumerate(self.distilled_rounds):
             _, labels = self.ctx.device_data(device)
             counts = np.bincount(labels.numpy())
-            worst = max(worst, client_epsilon(dp, self.client.ipc * int((counts > 0).sum()), counts,
+            worst = max(worst, client_epsilon(dp, self.client.ipc * int((counts > 0).sum()), counts.tolist(),
                                               self.client.real_batch, int(rounds) * self.client.iterations))
         return {"dp_epsilon": worst, "dp_delta": dp.delta}
 

@@ -9,10 +9,10 @@ import torch
 from torch import nn
 from torch.nn.utils import vector_to_parameters
 
-from frd.exchange import broadcast
-from frd.payload import FLOAT_BITS, Payload
 from classification.context import RunContext
 from classification.methods.base import Method, load_weights
+from frd.exchange import broadcast
+from frd.payload import FLOAT_BITS, Payload
 
 
 def weighted_mean(vectors: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:

@@ -30,16 +30,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from frd.errors import FrdError
-from frd.exchange import Exchange
-from frd.options import at_least, positive
-from frd.payload import PIXEL_BITS, Payload, index_bits
-from frd.seeding import MethodStream
 from classification.context import RunContext
 from classification.data import Dataset
 from classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
 from classification.methods.fd import OutputRecorder, leave_one_out_teachers
 from classification.mixup import MixedSamples, inverse_mixup, mixup
+from frd.errors import FrdError
+from frd.exchange import Exchange
+from frd.options import at_least, positive
+from frd.payload import PIXEL_BITS, Payload, index_bits
+from frd.seeding import MethodStream
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
-from agents.a2c import ACTIVATIONS, recipe
+from agents.a2c import recipe
+from agents.stacked import ACTIVATIONS
 from envs.lanes import check_env_id
 from frd.channel import check_channel
 from frd.errors import FrdError
@@ -58,7 +59,8 @@ class RLConfig:
         if self.activation not in ACTIVATIONS:
             raise FrdError(f"unknown activation {self.activation!r}; choose {' or '.join(ACTIVATIONS)}")
         env = check_env_id(self.env_id)
-        setup = RunSetup(self.env_id, env.observation_space, int(env.action_space.n), self.agents, self.first_seed)
+        setup = RunSetup(self.env_id, env.observation_space, int(env.action_space.n),  # type: ignore[arg-type, attr-defined]
+                         self.agents, self.first_seed)
         for name, method in zip(self.methods, methods):
             method.check(self.options_for(name), setup)
         check_channel(self.channel, dict(self.channel_options))

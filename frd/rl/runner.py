@@ -22,6 +22,7 @@ from frd.rl.methods import RoundContext, RunSetup, Strategy, get_method
 from frd.rl.mission import MissionWindow
 from frd.seeding import Stream, derive_seed
 
+
 @dataclass
 class RunState:
     """Bookkeeping of one run (seed) inside the batch."""
@@ -127,7 +128,7 @@ class RLBatch:
         self.score += out.reward
         self.env_steps += stepping
         for lane in np.flatnonzero((out.terminated | out.truncated) & stepping):
-            self._end_episode(lane)
+            self._end_episode(int(lane))
         self.obs = out.obs
 
     def _report_status(self, on_status: Callable[[str], None]) -> None:
@@ -162,7 +163,7 @@ class RLBatch:
             self.at_barrier.add(lane // A)
 
     def _row_of(self) -> dict[int, int]:
-        return {lane: row for row, lane in enumerate(self.rows)}
+        return {int(lane): row for row, lane in enumerate(self.rows)}
 
     def _after_updates(self) -> None:
         """The learner hook of the strategies that have one, for their runs' live agents."""
@@ -172,7 +173,7 @@ class RLBatch:
         for run in self.hooked:
             if not run.finished:
                 start = time.perf_counter()
-                run.strategy.after_update(self.pop, [row_of[int(l)] for l in run.lanes[~self.capped[run.lanes]]])
+                run.strategy.after_update(self.pop, [row_of[int(lane)] for lane in run.lanes[~self.capped[run.lanes]]])
                 run.compute_s += time.perf_counter() - start
 
     def _exchange_rounds(self) -> None:
@@ -188,11 +189,11 @@ class RLBatch:
             if run.finished or len(live) == 0 or not self.waiting[live].all():
                 continue
             start = time.perf_counter()
-            agents = [int(l % cfg.agents) for l in live]
-            memories = ({a: self.memory.take(l) for a, l in zip(agents, live)}
+            agents = [int(lane % cfg.agents) for lane in live]
+            memories = ({a: self.memory.take(lane) for a, lane in zip(agents, live)}
                         if self.memory is not None and run.strategy.records_memory else {})
             run.strategy.begin_round(RoundContext(
-                self.pop, {a: row_of[l] for a, l in zip(agents, live)}, memories,
+                self.pop, {a: row_of[lane] for a, lane in zip(agents, live)}, memories,
                 np.random.default_rng(derive_seed(run.seed, run.rounds, Stream.RL_EXCHANGE))))
             report = run_round(run.strategy, agents, run_id=run_id(run.method, run.seed),
                                round_=run.rounds + 1, ledger=run.ledger, channel=self.channels[i])

@@ -46,7 +46,7 @@ class FRDOptions(DistillOptions):
         at_least(self, grid=1)
 
 
-def local_proxy_memory(grid: StateGrid, states: np.ndarray, probs: np.ndarray):
+def local_proxy_memory(grid: StateGrid, states: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(visited cells, mean policy per cell, visits per cell) [seed 001, FRD steps 1–2]."""
     cells, inverse, counts = np.unique(grid.cell_index(states), return_inverse=True, return_counts=True)
     sums = np.zeros((len(cells), probs.shape[1]), np.float64)
@@ -54,7 +54,8 @@ def local_proxy_memory(grid: StateGrid, states: np.ndarray, probs: np.ndarray):
     return cells, (sums / counts[:, None]).astype(np.float32), counts
 
 
-def global_proxy_memory(memories: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], weighting: str):
+def global_proxy_memory(memories: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                        weighting: str) -> tuple[np.ndarray, np.ndarray]:
     """Per cell, the mean of the local mean policies of the agents that visited it
     [seed 001, FRD step 4]; ``count`` weights each agent by its visits instead."""
     cells = np.concatenate([m[0] for m in memories])
@@ -103,7 +104,8 @@ class FederatedReinforcementDistillation(DistillingStrategy):
     def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
         local = [(self._cells(u), u["policy"], u["counts"] if "counts" in u.arrays else np.ones(u.entries))
                  for u in uploads.values()]
-        merged = self._encode("global_proxy_memory", *global_proxy_memory(local, self.options.weighting), None)
+        cells, policy = global_proxy_memory(local, self.options.weighting)
+        merged = self._encode("global_proxy_memory", cells, policy, None)
         return broadcast(merged, participants)
 
     def target(self, payload: Payload) -> tuple[np.ndarray, np.ndarray]:
