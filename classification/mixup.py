@@ -67,7 +67,8 @@ def check_gamma(gamma: float) -> float:
 
 
 def draw_pairs(labels: np.ndarray, n_mix: int, rng: np.random.Generator) -> np.ndarray:
-    """``n_mix`` disjoint (i, j) index pairs with different labels, in random order and orientation.
+    """Up to ``n_mix`` disjoint (i, j) index pairs with different labels, in random order and
+    orientation (fewer when the device's data cannot give more: the caller records the shortfall).
 
     Each raw sample enters at most one mix, so no linear combination of one device's uploads
     gives a raw sample back. Samples are visited in random order; a sample waits until one of
@@ -82,22 +83,45 @@ def draw_pairs(labels: np.ndarray, n_mix: int, rng: np.random.Generator) -> np.n
                 break
         else:
             waiting.append(int(k))
-    if len(pairs) < n_mix:
-        raise FrdError(f"a device with {len(labels)} samples over {len(np.unique(labels))} label(s) "
-                       f"gives only {len(pairs)} disjoint different-label pairs, {n_mix} asked; "
-                       f"lower n_mix")
-    out = np.array(pairs, dtype=np.int64)
-    flip = rng.random(n_mix) < 0.5
+    out = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    flip = rng.random(len(out)) < 0.5
     out[flip] = out[flip, ::-1]
     return out
 
 
+def mirrored_label_pairs(n_classes: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """A shared list of ``count`` label pairs (a, b), a ≠ b, drawn uniformly [ours].
+
+    Every device reads the same list (drawn from the run's seed, as if the server had sent it):
+    even-numbered devices mix (a, b), odd-numbered ones the mirror (b, a), so each mix has
+    mirrored partners on every device of the other parity and inverse-Mixup finds many groups.
+    """
+    first = rng.integers(n_classes, size=count)
+    second = (first + rng.integers(1, n_classes, size=count)) % n_classes
+    return np.stack([first, second], axis=1)
+
+
+def pairs_for_labels(labels: np.ndarray, wanted: np.ndarray, n_mix: int, rng: np.random.Generator) -> np.ndarray:
+    """Up to ``n_mix`` disjoint (i, j) index pairs whose labels are the first entries of ``wanted``
+    (label pairs, in order) that this device can still serve; each raw sample enters one mix."""
+    unused = {int(c): list(rng.permutation(np.flatnonzero(labels == c))) for c in np.unique(labels)}
+    pairs = []
+    for a, b in wanted.tolist():
+        if len(pairs) == n_mix:
+            break
+        if unused.get(a) and unused.get(b):
+            pairs.append((int(unused[a].pop()), int(unused[b].pop())))
+    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
+
+
 def mixup(x: np.ndarray, labels: np.ndarray, n_mix: int, gamma: float, rng: np.random.Generator | int,
-          *, n_classes: int, device: int = 0) -> MixedSamples:
-    """One device's ``n_mix`` mixed-up samples x̂ = γ·x_i + (1−γ)·x_j with y_i ≠ y_j.
+          *, n_classes: int, device: int = 0, label_pairs: np.ndarray | None = None) -> MixedSamples:
+    """One device's mixed-up samples x̂ = γ·x_i + (1−γ)·x_j with y_i ≠ y_j: ``n_mix`` of them, or
+    as many as its data allows (``len`` of the result says).
 
     ``x`` is (n, ...) of any sample shape, ``labels`` (n,) integers. ``rng`` is a generator or a
-    seed (derive it per device from the run seed).
+    seed (derive it per device from the run seed). ``label_pairs``: the (y_i, y_j) to take, in
+    order of preference (:func:`mirrored_label_pairs`); None: random different-label pairs.
     """
     gamma = check_gamma(gamma)
     labels = np.asarray(labels, dtype=np.int64)
@@ -106,16 +130,19 @@ def mixup(x: np.ndarray, labels: np.ndarray, n_mix: int, gamma: float, rng: np.r
     if labels.min() < 0 or labels.max() >= n_classes:
         raise ValueError(f"labels must lie in 0..{n_classes - 1} (n_classes={n_classes}), "
                        f"got {labels.min()}..{labels.max()}; pass the dataset's n_classes")
-    ij = draw_pairs(labels, n_mix, np.random.default_rng(rng))
+    generator = np.random.default_rng(rng)
+    ij = (draw_pairs(labels, n_mix, generator) if label_pairs is None
+          else pairs_for_labels(labels, label_pairs, n_mix, generator))
+    n = len(ij)
     x = np.asarray(x, dtype=np.float64)
     lab = labels[ij]
-    soft = np.zeros((n_mix, n_classes))
-    rows = np.arange(n_mix)
+    soft = np.zeros((n, n_classes))
+    rows = np.arange(n)
     soft[rows, lab[:, 0]] = gamma
     soft[rows, lab[:, 1]] = 1.0 - gamma
     return MixedSamples(x=gamma * x[ij[:, 0]] + (1.0 - gamma) * x[ij[:, 1]], soft=soft,
-                        device=np.full(n_mix, device, dtype=np.int64), index=ij, label=lab,
-                        gamma=np.full(n_mix, gamma))
+                        device=np.full(n, device, dtype=np.int64), index=ij, label=lab,
+                        gamma=np.full(n, gamma))
 
 
 def ratio_matrix(soft: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -185,22 +212,20 @@ def eligible_groups(mixed: MixedSamples, n_s: int) -> np.ndarray:
 
 def inverse_mixup(mixed: MixedSamples, n_inv: int | None, rng: np.random.Generator | int,
                   *, n_s: int = 2) -> InverseSamples:
-    """The server's ``n_inv`` hard-labelled samples from the uploaded mixed samples.
+    """The server's hard-labelled samples from the uploaded mixed samples: ``n_inv`` of them, or
+    all it can build when fewer exist (``len`` of the result says; the caller records the
+    shortfall, e.g. when uploads were lost on the channel).
 
     Candidates are (group, target label) for every eligible group (:func:`eligible_groups`);
     each group yields n_s samples, so n_inv may exceed n_mix. ``n_inv`` candidates are drawn
-    uniformly without replacement (``None``: all of them, in random order). Asking for more
-    than exist is an error rather than a silent shortfall or duplicates.
+    uniformly without replacement (``None``: all of them, in random order).
     """
     if n_inv is not None and n_inv < 1:
         raise ValueError(f"n_inv must be at least 1 (or None for all), got {n_inv}")
     groups = eligible_groups(mixed, n_s)
     n_cand = len(groups) * n_s
-    if n_cand == 0 or (n_inv is not None and n_inv > n_cand):
-        asked = "at least one" if n_inv is None else n_inv
-        raise FrdError(f"inverse-Mixup: {len(groups)} cross-device group(s) of {n_s} with cyclic label "
-                       f"pairs give {n_cand} samples, {asked} asked; "
-                       f"raise n_mix or the number of devices, or lower n_inv")
+    if n_cand == 0:
+        return InverseSamples(np.zeros((0, *mixed.x.shape[1:])), np.zeros(0, np.int64), np.zeros((0, n_s), np.int64))
     pick = np.random.default_rng(rng).permutation(n_cand)[:n_cand if n_inv is None else n_inv]
     inverted = {g: invert_group(mixed.x[groups[g]], mixed.soft[groups[g]], mixed.device[groups[g]])
                 for g in np.unique(pick // n_s).tolist()}

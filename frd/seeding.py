@@ -33,6 +33,7 @@ class MethodStream(IntEnum):
 
     SEED_PICK = 1             # FLD family: a device's choice of seed samples (with the device id)
     SERVER_DRAW = 2           # FLD family: the server's draws (inverse-Mixup candidates, KD minibatches)
+    LABEL_PAIRS = 3           # MixFLD / Mix2FLD: the run's shared list of mirrored label pairs
     DD_CLIENT = 0             # FedDM / FedDualMatch: client d's generator (with d)
     DD_SERVER = 1             # FedDM / FedDualMatch: the server's generator (an alias of SEED_PICK's value)
 

@@ -42,16 +42,19 @@ def test_payload_bits_by_hand(digits, method, kind, seed_bits):
 def test_mixed_samples_go_up_as_8_bit_mixes_with_their_label_pairs(digits):
     config = cls_config(method="mixfld", gamma=0.3, **TINY)
     ctx = RunContext.build(config, 0, digits)
-    payload = MixFLD(ctx).seed_upload(1)
+    method = MixFLD(ctx)
+    payload = method.seed_upload(1)
     x, y = (t.numpy() for t in ctx.device_data(1))
-    expected = mixup(x, y, 4, 0.3, ctx.rng(MethodStream.SEED_PICK, 1), n_classes=10, device=1)
+    expected = mixup(x, y, 4, 0.3, ctx.rng(MethodStream.SEED_PICK, 1), n_classes=10, device=1,
+                     label_pairs=method.label_pairs(1))
+    assert (expected.label[:, 0] != expected.label[:, 1]).all()
     assert payload["x"].dtype == np.uint8
     np.testing.assert_array_equal(payload["x"], np.rint(expected.x))
     np.testing.assert_array_equal(payload["label"], expected.label)
 
 
 def test_server_seed_sets_raw_soft_and_inverse_mixed(digits):
-    config = cls_config("mix2fld", devices=4, n_mix=20, n_inv=12, gamma=0.2, **{k: v for k, v in TINY.items()
+    config = cls_config("mix2fld", devices=4, n_mix=20, n_inv=3, gamma=0.2, **{k: v for k, v in TINY.items()
                                                                        if k not in ("devices", "n_mix")})
     sets = {}
     for name, cls in (("fld", FederatedLearningAfterDistillation), ("mixfld", MixFLD), ("mix2fld", Mix2FLD)):
@@ -59,7 +62,7 @@ def test_server_seed_sets_raw_soft_and_inverse_mixed(digits):
         method.receive_seeds({d: method.seed_upload(d) for d in range(4)})
         sets[name] = method
     fld, mix, inv = (sets[n].seed_soft for n in ("fld", "mixfld", "mix2fld"))
-    assert len(fld) == len(mix) == 80 and len(inv) == 12
+    assert len(fld) == len(mix) == 80 and len(inv) == 4 * 3, "n_inv per device"
     assert (fld.max(1).values == 1).all() and (inv.max(1).values == 1).all(), "hard labels"
     np.testing.assert_allclose(np.sort(mix.numpy(), 1)[:, -2:], np.tile([0.2, 0.8], (80, 1)), rtol=1e-6)
     x = sets["mix2fld"].seed_x
@@ -119,9 +122,14 @@ def test_failed_uploads_are_left_out(digits, drop1, made, method):
     assert len(built[0].seed_x) == 2 * 4, "the server's seed set holds devices 0 and 2's samples only"
 
 
-def test_mix2fld_never_has_more_seeds_than_the_uploads_allow(digits):
-    with pytest.raises(FrdError, match="inverse-Mixup: .* asked; raise n_mix or the number of devices, or lower n_inv"):
-        run_seed(cls_config(method="mix2fld", n_inv=500, **TINY), 0, digits)
+def test_shortfalls_are_recorded_instead_of_errors(digits, made):
+    built = made("mix2fld")
+    runs = run_seed(cls_config(method="mix2fld", n_inv=500, **TINY), 0, digits)["runs"].iloc[0]
+    assert runs["inverse_shortfall"] == 3 * 500 - len(built[0].seed_x) > 0, "clipped to what the uploads allow"
+    assert runs["seed_shortfall"] == 0
+    short = cls_config(method="mixfld", partition="dirichlet", alpha=0.01, min_samples=2, devices=10, n_mix=20,
+                       rounds=1, iterations_per_round=1, server_iterations=1)
+    assert run_seed(short, 0, digits)["runs"].iloc[0]["seed_shortfall"] > 0, "one-label devices mix what they can"
 
 
 @pytest.mark.parametrize("options, message", [
@@ -143,3 +151,37 @@ def test_same_seed_same_tables_over_a_wireless_channel(digits):
     pd.testing.assert_frame_equal(a["ledger"], b["ledger"])
     assert (a["ledger"]["latency_s"] > 0).all()
     assert not a["ledger"].equals(c["ledger"])
+
+
+@pytest.mark.parametrize("loss", ["ce+kd", "kd"])
+def test_server_loss_by_hand_on_a_tiny_batch(digits, loss):
+    """One server step on 3 seed samples equals SGD on the loss written out by hand: label CE plus
+    β_s times teacher CE (ce+kd), or teacher CE alone on the samples that have a teacher (kd)."""
+    import copy
+
+    ctx = RunContext.build(cls_config("mixfld", server_loss=loss, server_beta=0.5, server_iterations=1,
+                                      batch_size=3, **{k: v for k, v in TINY.items() if k != "server_iterations"}),
+                           0, digits)
+    fld = MixFLD(ctx)
+    soft = torch.tensor([[0.2, 0.8, 0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0.2, 0.8, 0, 0, 0, 0, 0, 0],
+                         [0.8, 0, 0, 0, 0, 0, 0, 0, 0, 0.2]])
+    fld.seed_x, fld.seed_soft = torch.rand(3, 1, 8, 8), soft
+    outputs = torch.full((10, 10), float("nan"))
+    outputs[:4] = torch.softmax(torch.randn(4, 10), -1)  # labels 0–3 have outputs; 9 has none
+    reference = copy.deepcopy(fld.server)
+    fld.server_rng = np.random.default_rng(7)  # the same minibatch draw as below
+    batch = np.random.default_rng(7).integers(3 if loss == "ce+kd" else 2, size=(1, 3))[0]
+    fld.distill_server(outputs)
+    teacher = torch.stack([0.2 * outputs[0] + 0.8 * outputs[1], 0.2 * outputs[2] + 0.8 * outputs[3], torch.zeros(10)])
+    logp = torch.log_softmax(reference(fld.seed_x), -1)
+    if loss == "ce+kd":
+        per_sample = -(soft * logp).sum(-1) - 0.5 * (teacher * logp).sum(-1)
+    else:
+        per_sample = -(teacher[:2] * logp[:2]).sum(-1)
+    manual = per_sample[torch.from_numpy(batch)].mean()
+    manual.backward()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p -= fld.options.server_lr * p.grad
+    torch.testing.assert_close(parameters_to_vector(fld.server.parameters()),
+                               parameters_to_vector(reference.parameters()))

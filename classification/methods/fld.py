@@ -23,7 +23,7 @@ Choices where the seeds are silent [ours]:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Mapping, Sequence
+from typing import ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -34,7 +34,11 @@ from classification.context import RunContext
 from classification.data import Dataset
 from classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
 from classification.methods.fd import OutputRecorder, leave_one_out_teachers
-from classification.mixup import MixedSamples, inverse_mixup, mixup
+from classification.mixup import MixedSamples, inverse_mixup, mirrored_label_pairs, mixup
+
+PAIR_LIST_FACTOR = 20
+"""The shared label-pair list holds this many pairs per seed sample, so a device that lacks some
+labels (non-IID data) still finds n_mix pairs it can serve, in the list's order."""
 from frd.errors import FrdError
 from frd.exchange import Exchange
 from frd.options import at_least, positive
@@ -50,14 +54,20 @@ class FLDOptions:
     """[seed 003] K_s = 3,200 server KD iterations per global update; ε = 0.05 (our reading: the KD step)."""
 
     n_mix: int = 10
-    """Seed samples each device uploads once (raw or mixed) [seed 003: 10 or 50]."""
+    """Seed samples each device uploads once (raw or mixed) [seed 003: 10 or 50]; a device whose
+    data cannot give that many uploads what it can (the shortfall is in runs.csv)."""
     server_iterations: int = 800
     """Server KD iterations per global update [paper K_s = 3,200; scaled down 4× like K]."""
     server_lr: float = 0.05
     """Server KD step size [seed 003 lists ε = 0.05 without defining it; this is our reading]."""
+    server_loss: Literal["ce+kd", "kd"] = "ce+kd"
+    """Server loss on the seed samples: CE(seed label) + β_s·CE(teacher) [inferred from the
+    chapter's notation, f_g and F_g], or the teacher's CE alone (kd, the earlier reading)."""
+    server_beta: float = 0.01
+    """β_s, the weight of the teacher term in ce+kd [seed 003: β = 0.01]."""
 
     def __post_init__(self) -> None:
-        at_least(self, n_mix=1, server_iterations=0)
+        at_least(self, n_mix=1, server_iterations=0, server_beta=0)
         positive(self, "server_lr")
 
 
@@ -67,6 +77,9 @@ class MixFLDOptions(FLDOptions):
 
     gamma: float = 0.2
     """Mixing ratio γ in (0, 0.5) [seed: γ ∈ (0, 0.5); the value is ours]."""
+    pairing: Literal["mirrored", "random"] = "mirrored"
+    """Label pairs of the mixes: mirrored (a shared list; even devices (a, b), odd ones (b, a),
+    so inverse-Mixup finds partners) [ours], or random different-label pairs per device."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -80,8 +93,8 @@ class Mix2FLDOptions(MixFLDOptions):
     """MixFLD's options plus the server's inverse-Mixup."""
 
     n_inv: int | None = None
-    """Inverse-mixed samples the server makes, in all [seed 003: 10, 20, 50 or 100]; None: every one
-    it can (at least one). More than the uploads that arrived allow is an error."""
+    """Inverse-mixed samples the server makes per device, like n_mix [seed 003: 10, 20, 50 or 100];
+    None: every one it can. Fewer than asked (e.g. uploads lost) is recorded, not an error."""
     n_s: int = 2
     """Mixed samples (of n_s different devices) per inverse-Mixup group [seed: 2]."""
 
@@ -118,16 +131,14 @@ class FederatedLearningAfterDistillation(Method):
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
-        smallest = int(ctx.sample_counts.min())
-        if self.options.n_mix > smallest:
-            raise FrdError(f"a device holds only {smallest} samples, --n-mix {self.options.n_mix} asked; "
-                           "lower --n-mix")
         self.outputs = OutputRecorder(ctx)
         self.server = ctx.new_model()
         self.seed_x = torch.empty(0, *ctx.data.image_shape)
         self.seed_soft = torch.empty(0, ctx.classes)
         self.server_rng = ctx.rng(MethodStream.SERVER_DRAW)
         self.label_bits = index_bits(ctx.classes)
+        self.seed_shortfall = 0     # seed samples the devices could not make (too few / one label)
+        self.inverse_shortfall = 0  # inverse-mixed samples the server could not build (Mix2FLD)
 
     # -- round 0: seed samples
 
@@ -139,9 +150,10 @@ class FederatedLearningAfterDistillation(Method):
         return x.numpy(), y.numpy()
 
     def seed_upload(self, device: int) -> Payload:
-        """``n_mix`` raw samples drawn without replacement, with their labels."""
+        """``n_mix`` raw samples drawn without replacement (all of them if it holds fewer), with labels."""
         x, y = self._pixels(device)
-        n = self.options.n_mix
+        n = min(self.options.n_mix, len(y))
+        self.seed_shortfall += self.options.n_mix - n
         pick = self.ctx.rng(MethodStream.SEED_PICK, device).choice(len(y), n, replace=False)
         return Payload.of(self.seed_kind, n, x=(x[pick], PIXEL_BITS), label=(y[pick, None], self.label_bits))
 
@@ -175,23 +187,38 @@ class FederatedLearningAfterDistillation(Method):
         return broadcast_weights(self.server, participants)
 
     def distill_server(self, outputs: torch.Tensor) -> None:
-        """``server_iterations`` SGD steps on CE(teacher, global output) over random seed minibatches;
-        ``outputs`` [labels, labels] are the global per-label mean outputs (NaN rows: no output)."""
+        """``server_iterations`` SGD steps of the global model over random seed minibatches;
+        ``outputs`` [labels, labels] are the global per-label mean outputs (NaN rows: no output).
+
+        The teacher of a seed sample is the mean output of its label (for a soft label, the
+        soft-label-weighted mix of them); a sample whose labels have no output has none. Loss
+        ``ce+kd``: CE(seed label, f_g(x)) + β_s·CE(teacher, f_g(x)) on every seed sample (the
+        teacher term where there is one); ``kd``: CE(teacher, f_g(x)) on the samples with one.
+        """
         known = ~outputs.isnan().any(1)
-        usable = (self.seed_soft[:, ~known] == 0).all(1)
-        x, soft = self.seed_x[usable], self.seed_soft[usable]
+        has_teacher = (self.seed_soft[:, ~known] == 0).all(1)
+        options = self.options
+        kd_only = options.server_loss == "kd"
+        x, soft = (self.seed_x[has_teacher], self.seed_soft[has_teacher]) if kd_only else (self.seed_x, self.seed_soft)
         if len(x) == 0:
             return
         teacher = soft[:, known] @ outputs[known]
-        options = self.options
+        if not kd_only:
+            teacher = teacher * has_teacher[:, None]  # no teacher term where a label has no output
         optimizer = torch.optim.SGD(self.server.parameters(), lr=options.server_lr)
         draws = self.server_rng.integers(len(x), size=(options.server_iterations,
                                                        min(self.ctx.config.batch_size, len(x))))
         for batch in torch.from_numpy(draws):
-            loss = -(teacher[batch] * F.log_softmax(self.server(x[batch]), -1)).sum(-1).mean()
+            logp = F.log_softmax(self.server(x[batch]), -1)
+            kd = -(teacher[batch] * logp).sum(-1)
+            loss = kd.mean() if kd_only else (-(soft[batch] * logp).sum(-1) + options.server_beta * kd).mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+
+    def run_summary(self) -> dict[str, float]:
+        """Seed samples the devices could not make and inverse-mixed ones the server could not build."""
+        return {"seed_shortfall": self.seed_shortfall, "inverse_shortfall": self.inverse_shortfall}
 
     def download(self, device: int, payload: Payload) -> None:
         load_weights(self.ctx, device, payload)
@@ -206,10 +233,19 @@ class MixFLD(FederatedLearningAfterDistillation):
     Options = MixFLDOptions
     seed_kind = "mixed_samples"
 
+    def label_pairs(self, device: int) -> np.ndarray | None:
+        """The device's preferred label pairs: the run's shared list, mirrored on odd devices."""
+        if self.options.pairing == "random":
+            return None
+        shared = mirrored_label_pairs(self.ctx.classes, PAIR_LIST_FACTOR * self.options.n_mix,
+                                      self.ctx.rng(MethodStream.LABEL_PAIRS))
+        return shared[:, ::-1] if device % 2 else shared
+
     def seed_upload(self, device: int) -> Payload:
         x, y = self._pixels(device)
         mixed = mixup(x, y, self.options.n_mix, self.options.gamma, self.ctx.rng(MethodStream.SEED_PICK, device),
-                      n_classes=self.ctx.classes, device=device)
+                      n_classes=self.ctx.classes, device=device, label_pairs=self.label_pairs(device))
+        self.seed_shortfall += self.options.n_mix - len(mixed)
         pixels = np.clip(np.rint(mixed.x), 0, 255).astype(np.uint8)
         return Payload.of(self.seed_kind, len(mixed), x=(pixels, PIXEL_BITS), label=(mixed.label, self.label_bits))
 
@@ -240,5 +276,7 @@ class Mix2FLD(MixFLD):
 
     def receive_seeds(self, uploads: Mapping[int, Payload]) -> None:
         options = self.options
-        inverse = inverse_mixup(self.received_mixes(uploads), options.n_inv, self.server_rng, n_s=options.n_s)
+        wanted = None if options.n_inv is None else options.n_inv * self.ctx.config.devices
+        inverse = inverse_mixup(self.received_mixes(uploads), wanted, self.server_rng, n_s=options.n_s)
+        self.inverse_shortfall = 0 if wanted is None else wanted - len(inverse)
         self._keep_seeds(inverse.x, np.eye(self.ctx.classes)[inverse.label])
