@@ -76,7 +76,7 @@ def run_grid(alphas: list[float], methods: list[str], rounds: int, work: Path) -
 def accuracy_per_round(rounds: pd.DataFrame) -> pd.DataFrame:
     """The global model's accuracy where a method keeps one, else the reference device's."""
     has_global = rounds.groupby("method")["device"].transform(lambda d: (d == GLOBAL).any())
-    chosen = rounds[(rounds["device"] == GLOBAL) | ~has_global]
+    chosen = rounds[((rounds["device"] == GLOBAL) | ~has_global) & (rounds["phase"] == "exchanged")]
     return chosen[["method", "alpha", "round", "accuracy", "compute_s"]].reset_index(drop=True)
 
 

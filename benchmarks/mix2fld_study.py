@@ -107,7 +107,8 @@ def collect(jobs: list[Job]) -> tuple[pd.DataFrame, pd.DataFrame]:
                    n_mix=getattr(config.options, "n_mix", None), n_inv=getattr(config.options, "n_inv", None))
         runs.append(pd.read_csv(out / "runs.csv").assign(**tag))
         r = pd.read_csv(out / "rounds.csv")
-        r = r[r["device"] == config.reference_device].sort_values(["seed", "round"])
+        r = r[r["device"] == config.reference_device]
+        r = r.assign(step=r["phase"].map({"local": 0, "exchanged": 1})).sort_values(["seed", "round", "step"])
         r["time_s"] = (r["compute_s"] + r["comm_s"]).groupby(r["seed"]).cumsum()
         rounds.append(r.assign(**tag))
     return pd.concat(runs, ignore_index=True), pd.concat(rounds, ignore_index=True)

@@ -21,6 +21,7 @@ def summarize(runs: pd.DataFrame, ledger: pd.DataFrame) -> pd.DataFrame:
             "method": method, "dataset": dataset, "partition": partition, "seeds": len(group),
             "parameters": int(group["parameters"].iloc[0]), "iterations": int(group["iterations"].iloc[0]),
             "device acc %": quartiles(100 * group["accuracy"]),
+            "device acc after local %": quartiles(100 * group["local_accuracy"]),
             "global acc %": quartiles(100 * group["global_accuracy"]),
             "up bits/dev/round": int(per_round.get("up", 0)), "down bits/dev/round": int(per_round.get("down", 0)),
             "total up bits": quartiles(group["bits_up"]), "total down bits": quartiles(group["bits_down"]),
@@ -30,15 +31,19 @@ def summarize(runs: pd.DataFrame, ledger: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_accuracy(rounds: pd.DataFrame, path: str | Path, title: str) -> None:
-    """Test accuracy vs local iterations: median over seeds, shaded 25–75 %, one line per model."""
+    """Test accuracy vs local iterations: median over seeds, shaded 25–75 %, one line per model.
+    Each round has two points at the same iteration, after local training and after the
+    download, so a drop at the exchange and the recovery during local training show as a sawtooth."""
     fig = Figure(figsize=(6, 4), layout="constrained")
     ax = fig.add_subplot()
     seeds = rounds["seed"].nunique()
+    order = {"local": 0, "exchanged": 1}
     for device, group in rounds.groupby("device"):
-        q = group.groupby("iteration")["accuracy"].quantile([0.25, 0.5, 0.75]).unstack()
+        q = group.groupby(["iteration", group["phase"].map(order)])["accuracy"].quantile([0.25, 0.5, 0.75]).unstack()
+        x = q.index.get_level_values("iteration")
         label = "global model" if device == GLOBAL else f"reference device {device}"
-        ax.plot(q.index, q[0.5], label=label)
-        ax.fill_between(q.index, q[0.25], q[0.75], alpha=0.25)
+        ax.plot(x, q[0.5], label=label)
+        ax.fill_between(x, q[0.25], q[0.75], alpha=0.25)
     ax.set(xlabel="local iterations", ylabel="test accuracy", title=f"{title} — median of {seeds} seed(s)")
     ax.grid(alpha=0.3)
     ax.legend()

@@ -22,17 +22,23 @@ from frd.ledger import Ledger
 from frd.results import ResultStore, run_id
 from frd.seeding import Stream, derive_seed
 
-ROUND_COLUMNS = ["run_id", "seed", "round", "device", "iteration", "accuracy", "loss", "compute_s", "comm_s"]
-"""rounds.csv: one row per evaluated model per round (device −1 = global model). Round 0 is the
-initial model (after any setup transfer); compute_s is the round's measured wall-clock time of
-local training and server work, comm_s the channel time of its transfers."""
+ROUND_COLUMNS = ["run_id", "seed", "round", "phase", "device", "iteration", "accuracy", "loss", "compute_s",
+                 "comm_s"]
+"""rounds.csv: one row per evaluated model per round and phase (device −1 = global model). Each
+round r ≥ 1 is evaluated twice: phase ``local`` after local training (before upload; compute_s
+is that training's wall-clock time) and phase ``exchanged`` after the download (compute_s the
+exchange's server work, comm_s the channel time of its transfers). Round 0 is the initial model
+after any setup transfer (phase ``exchanged``)."""
+
+PHASES = ("local", "exchanged")
+"""The two evaluation points of a round, in order."""
 
 
-def _evaluate(ctx: RunContext, method: Method, round_: int, compute_s: float, comm_s: float) -> list[dict]:
+def _evaluate(ctx: RunContext, method: Method, round_: int, phase: str, compute_s: float, comm_s: float) -> list[dict]:
     rows = []
     for device, model in method.models_to_evaluate().items():
         accuracy, loss = evaluate(model, ctx.data.x_test, ctx.data.y_test)
-        rows.append(dict(run_id=ctx.run_id, seed=ctx.seed, round=round_, device=device,
+        rows.append(dict(run_id=ctx.run_id, seed=ctx.seed, round=round_, phase=phase, device=device,
                          iteration=round_ * ctx.config.iterations_per_round, accuracy=accuracy, loss=loss,
                          compute_s=compute_s, comm_s=comm_s))
     return rows
@@ -61,28 +67,33 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset,
     rows: list[dict] = []
     compute_total = comm_total = 0.0
 
-    def close_round(round_: int, started: float, comm_s: float) -> None:
+    def close_phase(round_: int, phase: str, started: float, comm_s: float) -> None:
         nonlocal compute_total, comm_total
         compute_s = time.perf_counter() - started
         compute_total, comm_total = compute_total + compute_s, comm_total + comm_s
-        rows.extend(_evaluate(ctx, method, round_, compute_s, comm_s))
+        rows.extend(_evaluate(ctx, method, round_, phase, compute_s, comm_s))
 
     started = time.perf_counter()
     setup = method.setup_exchange()
-    close_round(0, started, exchange(setup, 0) if setup is not None else 0.0)
+    close_phase(0, "exchanged", started, exchange(setup, 0) if setup is not None else 0.0)
     for round_ in range(1, config.rounds + 1):
         started = time.perf_counter()
         method.local_train(round_)
-        close_round(round_, started, exchange(method, round_))
+        close_phase(round_, "local", started, 0.0)
+        started = time.perf_counter()
+        close_phase(round_, "exchanged", started, exchange(method, round_))
         on_round()
 
     rounds = pd.DataFrame(rows, columns=ROUND_COLUMNS)
-    final = rounds[rounds["round"] == config.rounds].set_index("device")["accuracy"]
+    last = rounds[rounds["round"] == config.rounds]
+    final = last[last["phase"] == "exchanged"].set_index("device")["accuracy"]
+    after_local = last[last["phase"] == "local"].set_index("device")["accuracy"]
     runs = pd.DataFrame([dict(
         run_id=ctx.run_id, seed=seed, method=config.method, dataset=config.dataset, partition=config.partition,
         devices=config.devices, samples=int(ctx.sample_counts.sum()), parameters=count_parameters(ctx.devices.template),
         rounds=config.rounds, iterations=config.rounds * config.iterations_per_round,
         accuracy=final.get(config.reference_device, np.nan), global_accuracy=final.get(GLOBAL, np.nan),
+        local_accuracy=after_local.get(config.reference_device, np.nan),
         **ledger.totals(ctx.run_id), compute_s=compute_total, comm_s=comm_total, **method.run_summary())])
     return {"runs": runs, "rounds": rounds, "ledger": ledger.frame()}
 

@@ -57,9 +57,14 @@ def test_a_run_prints_the_summary_and_saves_tables_config_and_plot(tmp_path, cap
     for name in ("runs.csv", "rounds.csv", "ledger.csv", "config.json", "accuracy.png"):
         assert (out / name).stat().st_size > 0
     rounds = pd.read_csv(out / "rounds.csv")
-    assert list(rounds.columns) == ["run_id", "seed", "round", "device", "iteration", "accuracy", "loss",
+    assert list(rounds.columns) == ["run_id", "seed", "round", "phase", "device", "iteration", "accuracy", "loss",
                                     "compute_s", "comm_s"]
-    assert sorted(rounds["seed"].unique()) == [0, 1] and len(rounds) == 2 * 3
+    assert sorted(rounds["seed"].unique()) == [0, 1] and len(rounds) == 2 * (1 + 2 * 2)
+    phases = rounds[rounds["seed"] == 0][["round", "phase"]].values.tolist()
+    assert phases == [[0, "exchanged"], [1, "local"], [1, "exchanged"], [2, "local"], [2, "exchanged"]]
+    runs = pd.read_csv(out / "runs.csv")
+    last = rounds[(rounds["round"] == 2) & (rounds["seed"] == 0)].set_index("phase")["accuracy"]
+    assert runs.loc[0, "local_accuracy"] == last["local"] and runs.loc[0, "accuracy"] == last["exchanged"]
     assert json.loads((out / "config.json").read_text())["config"]["method"] == "fd"
     # resuming: the same command reruns nothing and keeps the rows
     assert main(["cls", "--method", "fd", "--seeds", "2", *TINY, "--out", str(out)]) == 0

@@ -97,9 +97,11 @@ def test_rounds_rows_reference_device_and_global_model(digits):
     fl = run_seed(cls_config(method="fl", **TINY), 0, digits)["rounds"]
     fd = run_seed(cls_config(method="fd", **TINY), 0, digits)["rounds"]
     assert sorted(set(fl["device"])) == [GLOBAL, 0] and set(fd["device"]) == {0}
-    assert fl["round"].tolist() == [0, 0, 1, 1, 2, 2] and fd["iteration"].tolist() == [0, 3, 6]
-    after = fl[fl["round"] > 0]
+    assert fl["round"].tolist() == [0, 0, 1, 1, 1, 1, 2, 2, 2, 2] and fd["iteration"].tolist() == [0, 3, 3, 6, 6]
+    after = fl[(fl["round"] > 0) & (fl["phase"] == "exchanged")]
     assert (after.groupby("round")["accuracy"].nunique() == 1).all(), "after FedAvg the device holds the global model"
+    local = fl[(fl["round"] > 0) & (fl["phase"] == "local")]
+    assert (local.groupby("round")["accuracy"].nunique() == 2).all(), "local training moves the device away"
 
 
 def test_same_config_and_seed_give_identical_tables(digits):

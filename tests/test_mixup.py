@@ -4,8 +4,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from classification.mixup import (MixedSamples, check_gamma, eligible_groups, inverse_mixup, invert_group,
-                                  mirrored_label_pairs, mixup)
+from classification.mixup import (
+    MixedSamples,
+    check_gamma,
+    eligible_groups,
+    inverse_mixup,
+    invert_group,
+    mirrored_label_pairs,
+    mixup,
+)
 from frd.errors import FrdError
 
 

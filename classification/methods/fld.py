@@ -35,15 +35,15 @@ from classification.data import Dataset
 from classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
 from classification.methods.fd import OutputRecorder, leave_one_out_teachers
 from classification.mixup import MixedSamples, inverse_mixup, mirrored_label_pairs, mixup
-
-PAIR_LIST_FACTOR = 20
-"""The shared label-pair list holds this many pairs per seed sample, so a device that lacks some
-labels (non-IID data) still finds n_mix pairs it can serve, in the list's order."""
 from frd.errors import FrdError
 from frd.exchange import Exchange
 from frd.options import at_least, positive
 from frd.payload import PIXEL_BITS, Payload, index_bits
 from frd.seeding import MethodStream
+
+PAIR_LIST_FACTOR = 20
+"""The shared label-pair list holds this many pairs per seed sample, so a device that lacks some
+labels (non-IID data) still finds n_mix pairs it can serve, in the list's order."""
 
 
 @dataclass(frozen=True)
