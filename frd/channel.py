@@ -70,9 +70,18 @@ class WirelessChannel:
     drawn afresh each slot (g = 1 when ``fading`` is off). A slot with SNR ≥ θ carries
     τ·B·log2(1 + SNR) bits, one below θ carries nothing. A transfer lasts the whole slots until
     its bits are through; one needing more than ``t_max_s`` fails (latency = ``t_max_s``).
-    Uplink: the devices of the transfer that send bits share ``n_channels``·``bandwidth_hz`` by
-    frequency division, B = N_ch·W/|D|. Downlink: a broadcast, every receiver gets B = N_ch·W with
-    its own fading. Defaults are the letter's asymmetric setting.
+    Uplink access, for the |D| devices of the transfer that send bits:
+
+    - ``fdma``: they share ``n_channels``·``bandwidth_hz`` by frequency division, B = N_ch·W/|D|,
+      for the whole T_max.
+    - ``tdma``: they take turns on the N_ch channels of W each inside T_max (dealt round-robin
+      over the channels): each gets B = W for a turn of N_ch·T_max/|D| (20 slots of 10 MHz for
+      10 devices); a transfer that does not fit its turn fails. A device's latency is the turns
+      before it on its channel plus its own airtime.
+
+    ``rate``: ``shannon`` (a slot carries τ·B·log2(1 + SNR)) or ``fixed`` (τ·B·log2(1 + θ), the
+    rate the threshold guarantees). Downlink: a broadcast, every receiver gets B = N_ch·W with
+    its own fading. Defaults are the letter's asymmetric setting with our fdma/shannon reading.
     """
 
     n_channels: int = 2
@@ -87,6 +96,8 @@ class WirelessChannel:
     theta_dn: float = 3.0
     t_max_s: float = 0.1
     fading: bool = True
+    access: str = "fdma"
+    rate: str = "shannon"
     seed: int = 0
     name: str = "wireless"
     rng: np.random.Generator = field(init=False, repr=False, compare=False)
@@ -97,12 +108,22 @@ class WirelessChannel:
                 raise FrdError(f"wireless channel: {f} must be positive, got {getattr(self, f)!r}")
         if not math.isfinite(self.t_max_s):
             raise FrdError("wireless channel: t_max_s must be finite; give the longest transfer to allow")
+        for name, value, known in (("access", self.access, ACCESS), ("rate", self.rate, RATES)):
+            if value not in known:
+                raise FrdError(f"--channel-opt {name} takes {' or '.join(known)}, got {value!r}")
         self.rng = np.random.default_rng(derive_seed(self.seed, Stream.FADING))
 
     @property
     def max_slots(self) -> int:
         """Whole slots a transfer may use before it counts as failed."""
-        return max(1, int(math.floor(self.t_max_s / self.slot_s + 1e-9)))
+        return self._slots_in(self.t_max_s)
+
+    def _slots_in(self, seconds: float) -> int:
+        return max(1, int(math.floor(seconds / self.slot_s + 1e-9)))
+
+    def tdma_turn_slots(self, senders: int) -> int:
+        """Slots of one device's turn under tdma: N_ch·T_max/|D|."""
+        return self._slots_in(self.n_channels * self.t_max_s / max(senders, 1))
 
     def mean_snr(self, power_dbm: float, band_hz: float) -> float:
         """SNR with g = 1: P·d^−α / (N0·B)."""
@@ -110,28 +131,41 @@ class WirelessChannel:
         return dbm_to_watt(power_dbm) * self.distance_m ** (-self.pathloss_exp) / noise_w
 
     def uplink(self, bits: Mapping[int, int]) -> dict[int, Transfer]:
-        senders = sum(1 for b in bits.values() if b > 0)
-        band = self.n_channels * self.bandwidth_hz / max(senders, 1)
-        return self._transfers(bits, self.p_up_dbm, band, self.theta_up)
+        senders = [p for p, b in bits.items() if b > 0]
+        if self.access == "fdma":
+            band = self.n_channels * self.bandwidth_hz / max(len(senders), 1)
+            return self._transfers(bits, self.p_up_dbm, band, self.theta_up)
+        turn = self.tdma_turn_slots(len(senders))
+        own = self._transfers(bits, self.p_up_dbm, self.bandwidth_hz, self.theta_up, max_slots=turn)
+        waited = [0.0] * self.n_channels  # airtime already used on each channel
+        out = dict(own)
+        for k, p in enumerate(senders):
+            channel = k % self.n_channels
+            airtime = own[p].latency_s
+            out[p] = Transfer(waited[channel] + airtime, own[p].delivered)
+            waited[channel] += airtime
+        return out
 
     def downlink(self, bits: Mapping[int, int]) -> dict[int, Transfer]:
         return self._transfers(bits, self.p_dn_dbm, self.n_channels * self.bandwidth_hz, self.theta_dn)
 
     def _transfers(self, bits: Mapping[int, int], power_dbm: float, band_hz: float,
-                   theta: float) -> dict[int, Transfer]:
-        """Slots needed by each transfer, drawn in blocks for all unfinished ones at once."""
+                   theta: float, max_slots: int | None = None) -> dict[int, Transfer]:
+        """Slots needed by each transfer (at most ``max_slots``, default T_max's), drawn in blocks
+        for all unfinished ones at once."""
+        limit = self.max_slots if max_slots is None else max_slots
         parts = [p for p, b in bits.items() if b > 0]
         left = np.array([bits[p] for p in parts], dtype=float)
         slots = np.zeros(len(parts), dtype=np.int64)
         done = np.zeros(len(parts), dtype=bool)
         snr0 = self.mean_snr(power_dbm, band_hz)
         used = 0
-        while used < self.max_slots and not done.all():
+        while used < limit and not done.all():
             todo = np.flatnonzero(~done)
-            n = min(SLOT_BLOCK, self.max_slots - used)
+            n = min(SLOT_BLOCK, limit - used)
             g = self.rng.exponential(size=(todo.size, n)) if self.fading else np.ones((todo.size, n))
             snr = snr0 * g
-            capacity = self.slot_s * band_hz * np.log2(1.0 + snr)
+            capacity = self.slot_s * band_hz * np.log2(1.0 + (snr if self.rate == "shannon" else theta))
             carried = np.where(snr >= theta * (1 - BOUNDARY_RTOL), capacity, 0.0).cumsum(axis=1)
             through = carried >= left[todo, None] * (1 - BOUNDARY_RTOL)
             finished = through.any(axis=1)
@@ -139,10 +173,15 @@ class WirelessChannel:
             done[todo[finished]] = True
             left[todo] -= carried[:, -1]
             used += n
-        sent = {p: Transfer(float(slots[k] * self.slot_s), True) if done[k] else Transfer(self.t_max_s, False)
+        sent = {p: Transfer(float(slots[k] * self.slot_s), True) if done[k] else Transfer(limit * self.slot_s, False)
                 for k, p in enumerate(parts)}
         return {p: sent.get(p, Transfer(0.0, True)) for p in bits}
 
+
+ACCESS = ("fdma", "tdma")
+"""Uplink access readings of the letter's channel (its equations were not retrievable)."""
+RATES = ("shannon", "fixed")
+"""Bits a slot above the SNR threshold carries: at the slot's SNR, or at the threshold's."""
 
 WIRELESS_PRESETS: dict[str, dict[str, float]] = {
     "asymmetric": {},
@@ -173,6 +212,8 @@ def _check_option_value(name: str, value: object) -> None:
         if not isinstance(value, bool):
             raise FrdError(f"--channel-opt fading takes true or false, got {value!r}")
         return
+    if name in ("access", "rate"):
+        return  # words, checked by the channel itself
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise FrdError(f"--channel-opt {name} takes a finite number, got {value!r}")
     if name == "n_channels" and value != int(value):

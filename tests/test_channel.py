@@ -145,3 +145,31 @@ def test_run_round_leaves_failed_upload_out_and_ledger_marks_it():
     assert up["delivered"].tolist() == [True, True, False]
     assert up.loc[2, "latency_s"] == pytest.approx(0.1)
     assert rep.comm_s == pytest.approx(0.001 + 0.001)
+
+
+def test_tdma_turns_by_hand_with_a_deterministic_gain():
+    """10 devices take turns on 2 channels of 10 MHz inside 100 ms: 20 slots each. With g = 1 at
+    23 dBm, SNR = P·d^−4/(N0·W) ≈ 5.01, so a slot carries τ·W·log2(1 + SNR) ≈ 25,874 bits and FL's
+    403,200 bits need 16 slots; the k-th device on a channel waits for the turns before it."""
+    ch = make_channel("wireless", 0, access="tdma", fading=False)
+    assert ch.tdma_turn_slots(10) == 20
+    snr = 10 ** (23 / 10) / 1e3 * 1000.0 ** -4 / (10 ** (-174 / 10) / 1e3 * 10e6)
+    per_slot = 1e-3 * 10e6 * np.log2(1 + snr)
+    slots = int(np.ceil(403_200 / per_slot))
+    assert abs(snr - 5.01) < 0.01 and slots == 16
+    up = ch.uplink({d: 403_200 for d in range(10)})
+    for d in range(10):
+        assert up[d].delivered and up[d].latency_s == pytest.approx((d // 2 + 1) * slots * 1e-3)
+    too_big = ch.uplink({d: int(21 * per_slot) for d in range(10)})
+    assert not any(t.delivered for t in too_big.values()), "21 slots do not fit a 20-slot turn"
+    fixed = make_channel("wireless", 0, access="tdma", rate="fixed", fading=False)
+    # the fixed rate is the threshold's: τ·W·log2(1 + 3) = 20,000 bits a slot, so FL needs 21 > 20 slots
+    assert not fixed.uplink({d: 403_200 for d in range(10)})[0].delivered
+    assert fixed.uplink({d: 400_000 for d in range(10)})[0].delivered
+
+
+def test_unknown_access_or_rate_is_refused():
+    with pytest.raises(FrdError, match="--channel-opt access takes fdma or tdma, got 'cdma'"):
+        make_channel("wireless", 0, access="cdma")
+    with pytest.raises(FrdError, match="--channel-opt rate takes shannon or fixed"):
+        make_channel("wireless", 0, rate="best")
