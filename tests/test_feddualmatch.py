@@ -124,3 +124,10 @@ def test_auto_model_is_the_convnet_narrowed_under_the_cpu_preset():
     assert (cpu.model, cpu.width) == ("convnet", 32) and (paper.model, paper.width) == ("convnet", None)
     assert resolve(cls_config(dd, width=8)).width == 8 and resolve(cls_config(dd, model="mlp")).model == "mlp"
     assert CLS_METHODS["fl"].resolve(cls_config()) == cls_config(), "other methods keep their defaults"
+
+
+def test_feddm_can_start_from_noise_as_seed_000_reran_it(digits, made):
+    built = made("feddm")
+    run_seed(cls_config("feddm", init="noise", **TINY), 0, digits)
+    assert built[0].client.init == "noise" and built[0].client.matching == "last", "only the start changes"
+    assert cls_config("feddm").options.init is None

@@ -53,6 +53,9 @@ class DistillationOptions:
     """DP noise factor σ on the synthetic-set gradient; None: no DP."""
     dp_clip: float = 1.0
     """With DP: clip norm C of that gradient."""
+    init: Literal["real", "noise"] | None = None
+    """Start of each synthetic set: real images or N(0, 1) noise; None: the method's own (FedDM
+    real, FedDualMatch noise). Seed 000 reran its FedDM baseline from noise."""
 
     def __post_init__(self) -> None:
         at_least(self, ipc=1, distill_iterations=1, server_epochs=0, dp_noise=0)
@@ -98,6 +101,8 @@ class DatasetDistillation(Method):
         server = ServerConfig.preset(cls.preset, c.distill_preset)
         if c.distill_iterations is not None:
             client = replace(client, iterations=c.distill_iterations)
+        if c.init is not None:
+            client = replace(client, init=c.init)
         if c.server_epochs is not None:
             server = replace(server, finetune_epochs=c.server_epochs)
         return client, server
