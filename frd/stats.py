@@ -1,5 +1,8 @@
 """Statistics over seeds that both domains report: median and 25–75 % (SPEC §1 reports median
-and quartiles, as the seed does) and a bootstrap confidence interval of the median."""
+and quartiles, as the seed does), a bootstrap interval of the median, and the interquartile mean
+(IQM) and probability of improvement with stratified-bootstrap intervals (Agarwal et al. 2021,
+"Deep RL at the edge of the statistical precipice"; computed here, since rliable does not import
+with pandas 3)."""
 from __future__ import annotations
 
 import numpy as np
@@ -38,3 +41,49 @@ def quartile_columns(frame: pd.DataFrame, by: list[str], column: str, name: str 
     g = frame.groupby(by, sort=False)[column]
     return pd.DataFrame({f"{name}_q25": g.quantile(0.25), f"{name}_median": g.median(),
                          f"{name}_q75": g.quantile(0.75)}).reset_index()
+
+
+def iqm(values: np.ndarray) -> float:
+    """Interquartile mean: the mean of the middle 50 % of the values, ⌊n/4⌋ cut from each end
+    (Agarwal et al. 2021; scipy's ``trim_mean(x, 0.25)``)."""
+    v = np.sort(np.asarray(values, float))
+    cut = len(v) // 4
+    return float(v[cut:len(v) - cut].mean()) if len(v) else float("nan")
+
+
+def stratified_bootstrap(statistic, strata: list[np.ndarray], level: float = 0.95, resamples: int = 2000,
+                         seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of ``statistic(list of resampled strata)``, each stratum (a task, or
+    one method's runs) resampled with replacement on its own, as rliable does."""
+    rng = np.random.default_rng(seed)
+    draws = [statistic([s[rng.integers(len(s), size=len(s))] for s in strata]) for _ in range(resamples)]
+    lo, hi = np.percentile(draws, [50 * (1 - level), 50 * (1 + level)])
+    return float(lo), float(hi)
+
+
+def iqm_ci(values: pd.Series, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """IQM and its 95 % stratified-bootstrap interval (one stratum: the runs of one cell)."""
+    v = values.dropna().to_numpy(float)
+    if len(v) < 2:
+        return iqm(v), float("nan"), float("nan")
+    lo, hi = stratified_bootstrap(lambda s: iqm(s[0]), [v], level, resamples, seed)
+    return iqm(v), lo, hi
+
+
+def probability_of_improvement(x: np.ndarray, y: np.ndarray, lower_is_better: bool = True) -> float:
+    """P(X better than Y) over every pair of runs, ties counting a half (Agarwal et al. 2021)."""
+    x, y = np.asarray(x, float)[:, None], np.asarray(y, float)[None, :]
+    wins = (x < y) if lower_is_better else (x > y)
+    return float((wins + 0.5 * (x == y)).mean())
+
+
+def improvement_ci(x: pd.Series, y: pd.Series, level: float = 0.95, resamples: int = 2000,
+                   seed: int = 0) -> tuple[float, float, float]:
+    """P(X better than Y) (fewer is better) and its stratified-bootstrap interval (each method's
+    runs resampled on their own)."""
+    a, b = x.dropna().to_numpy(float), y.dropna().to_numpy(float)
+    p = probability_of_improvement(a, b)
+    if min(len(a), len(b)) < 2:
+        return p, float("nan"), float("nan")
+    lo, hi = stratified_bootstrap(lambda s: probability_of_improvement(s[0], s[1]), [a, b], level, resamples, seed)
+    return p, lo, hi

@@ -1,0 +1,39 @@
+"""IQM, its stratified-bootstrap interval and the probability of improvement, by hand."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from frd.stats import improvement_ci, iqm, iqm_ci, probability_of_improvement, stratified_bootstrap
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    assert iqm(np.array([100, 1, 2, 3, 4, 5, 6, -50])) == pytest.approx((2 + 3 + 4 + 5) / 4)  # 8 values: cut 2 each end
+    assert iqm(np.array([1.0, 2.0, 3.0])) == 2.0  # 3 values: ⌊3/4⌋ = 0 cut
+    assert iqm(np.arange(20.0)) == pytest.approx(np.arange(5, 15).mean())
+
+
+def test_iqm_interval_brackets_the_iqm_and_tightens_with_more_runs():
+    rng = np.random.default_rng(0)
+    small, large = rng.normal(300, 50, 10), rng.normal(300, 50, 200)
+    for values in (small, large):
+        mid, lo, hi = iqm_ci(pd.Series(values))
+        assert lo <= mid <= hi
+    assert np.diff(iqm_ci(pd.Series(large))[1:]) < np.diff(iqm_ci(pd.Series(small))[1:])
+    assert np.isnan(iqm_ci(pd.Series([5.0]))[1])
+
+
+def test_stratified_bootstrap_resamples_each_stratum_on_its_own():
+    """Two constant strata of different sizes: every resample keeps their sizes, so the mean of
+    the stratum means is the same in every draw."""
+    lo, hi = stratified_bootstrap(lambda s: np.mean([x.mean() for x in s]), [np.full(3, 1.0), np.full(7, 5.0)])
+    assert lo == hi == 3.0
+
+
+def test_probability_of_improvement_on_a_constructed_case():
+    x, y = np.array([100, 200, 300]), np.array([200, 400])
+    # pairs (x<y): 100<200 ✓, 100<400 ✓, 200=200 ½, 200<400 ✓, 300>200 ✗, 300<400 ✓ → 4.5 / 6
+    assert probability_of_improvement(x, y) == pytest.approx(4.5 / 6)
+    assert probability_of_improvement(y, x) == pytest.approx(1.5 / 6)
+    assert probability_of_improvement(x, y, lower_is_better=False) == pytest.approx(1.5 / 6)
+    p, lo, hi = improvement_ci(pd.Series([1.0, 2.0, 3.0]), pd.Series([10.0, 11.0]))
+    assert p == lo == hi == 1.0
