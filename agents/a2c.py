@@ -189,29 +189,38 @@ class A2CPopulation:
         return returns
 
     def distill(self, rows: Sequence[int], states: np.ndarray, target_probs: np.ndarray,
-                rng: np.random.Generator, *, epochs: int, batch: int, lr: float) -> float:
+                rng: np.random.Generator, *, epochs: int, batch: int, lr: float, steps: int | None = None) -> int:
         """Fit the actors of ``rows`` to a memory: minimise −Σ_a π_target(a|s) log π_θ(a|s).
 
-        ``epochs`` passes in shuffled minibatches of ``batch`` with the distillation optimizer at
-        learning rate ``lr``; returns the mean cross-entropy of the last pass.
+        Shuffled minibatches of ``batch`` with the distillation optimizer at learning rate ``lr``:
+        ``epochs`` passes over the memory, or exactly ``steps`` minibatches (as many passes as that
+        takes, the last one cut short) when given. Returns the number of minibatches.
         """
         rows_t = torch.as_tensor(list(rows), dtype=torch.long)
         mask = torch.zeros(self.lanes, dtype=torch.bool)
         mask[rows_t] = True
         x_all, p_all = torch.as_tensor(states, dtype=torch.float32), torch.as_tensor(target_probs, dtype=torch.float32)
         self.distill_opt.lr = lr
-        for _ in range(epochs):
-            losses = []
+        done, limit = 0, steps if steps is not None else epochs * -(-len(x_all) // batch)
+        while done < limit and len(x_all):
             order = torch.from_numpy(rng.permutation(len(x_all)))
             for start in range(0, len(order), batch):
+                if done == limit:
+                    break
                 idx = order[start:start + batch]
                 x = x_all[idx].expand(len(rows_t), -1, -1)
                 logp = torch.log_softmax(self.actor(x, rows_t), -1)
                 loss = -(p_all[idx] * logp).sum(-1).mean(-1)
                 loss.sum().backward()
                 self.distill_opt.step(mask)
-                losses.append(float(loss.detach().mean()))
-        return float(np.mean(losses)) if losses else 0.0
+                done += 1
+        return done
+
+    @torch.no_grad()
+    def policy(self, row: int, states: np.ndarray) -> np.ndarray:
+        """The actor of ``row``'s action probabilities at ``states`` (to relabel a memory)."""
+        x = torch.as_tensor(states, dtype=torch.float32)[None]
+        return torch.softmax(self.actor(x, torch.tensor([row])), -1)[0].numpy()
 
     @torch.no_grad()
     def cross_entropy(self, rows: Sequence[int], states: np.ndarray, target_probs: np.ndarray) -> np.ndarray:

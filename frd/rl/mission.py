@@ -13,6 +13,10 @@ class MissionWindow:
         self.target, self.window = target, window
         self.scores: deque[float] = deque(maxlen=window)
 
+    def mean(self) -> float:
+        """Mean of the latest scores (−inf before the first episode)."""
+        return sum(self.scores) / len(self.scores) if self.scores else float("-inf")
+
     def add(self, score: float) -> bool:
         self.scores.append(float(score))
         return len(self.scores) == self.window and sum(self.scores) / self.window >= self.target

@@ -22,6 +22,10 @@ from frd.rl.methods import RoundContext, RunSetup, Strategy, get_method
 from frd.rl.mission import MissionWindow
 from frd.seeding import Stream, derive_seed
 
+ROUND_COLUMNS = ["round", "agent", "entries", "steps", "loss_before", "loss_after"]
+"""rounds.csv (RL): per exchange round and distilling agent, the teacher's entries, the
+distillation minibatches and the cross-entropy to the teacher before and after."""
+
 
 @dataclass
 class RunState:
@@ -34,6 +38,7 @@ class RunState:
     windows: list[MissionWindow]
     ledger: Ledger = field(default_factory=Ledger)
     episodes: list[tuple] = field(default_factory=list)
+    round_log: list[dict] = field(default_factory=list)  # the strategy's per-round rows
     rounds: int = 0
     compute_s: float = 0.0
     comm_s: float = 0.0
@@ -194,10 +199,13 @@ class RLBatch:
                         if self.memory is not None and run.strategy.records_memory else {})
             run.strategy.begin_round(RoundContext(
                 self.pop, {a: row_of[lane] for a, lane in zip(agents, live)}, memories,
-                np.random.default_rng(derive_seed(run.seed, run.rounds, Stream.RL_EXCHANGE))))
+                np.random.default_rng(derive_seed(run.seed, run.rounds, Stream.RL_EXCHANGE)),
+                {a: run.windows[a].mean() for a in agents}))
             report = run_round(run.strategy, agents, run_id=run_id(run.method, run.seed),
                                round_=run.rounds + 1, ledger=run.ledger, channel=self.channels[i])
             run.rounds += 1
+            run.round_log += [{"round": run.rounds, **row} for row in run.strategy.log]
+            run.strategy.log = []
             run.comm_s += report.comm_s
             run.compute_s += time.perf_counter() - start
             self.waiting[live], self.active[live] = False, True
@@ -221,7 +229,11 @@ class RLBatch:
             mission_env_steps=int(self.env_steps[run.lanes].sum()),
             compute_s=run.compute_s, comm_s=run.comm_s,
             rounds=run.rounds, bits_up=totals["bits_up"], bits_down=totals["bits_down"])])
-        self.done.append({"episodes": episodes, "ledger": run.ledger.frame(), "runs": runs})
+        rounds = pd.DataFrame(run.round_log, columns=ROUND_COLUMNS)
+        rounds.insert(0, "seed", run.seed)
+        rounds.insert(0, "method", run.method)
+        rounds.insert(0, "run_id", rid)
+        self.done.append({"episodes": episodes, "ledger": run.ledger.frame(), "rounds": rounds, "runs": runs})
 
     def _compact(self) -> None:
         """Drop the population rows of finished runs once they are a quarter of the stack."""

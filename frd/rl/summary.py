@@ -10,7 +10,6 @@ import pandas as pd
 
 from frd.stats import fmt, improvement_ci, iqm_ci, median_ci, quartiles
 
-
 BASELINE = "independent"
 """The method every other one is compared with (probability of improvement)."""
 

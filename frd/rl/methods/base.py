@@ -10,7 +10,7 @@ changes local learning is still one file.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
 import gymnasium as gym
@@ -40,6 +40,7 @@ class RoundContext:
     rows: Mapping[int, int]                                # live agent → population row
     memories: Mapping[int, tuple[np.ndarray, np.ndarray]]  # agent → (states, probs) of the period
     rng: np.random.Generator                               # the round's own draws
+    recent_scores: Mapping[int, float] = field(default_factory=dict)  # agent → mean of its latest window
 
 
 class Strategy:
@@ -57,6 +58,7 @@ class Strategy:
     def __init__(self, options: Any, setup: RunSetup) -> None:
         self.options, self.setup = options, setup
         self._round: RoundContext | None = None
+        self.log: list[dict] = []  # per-round rows (agent, …) the runner moves into rounds.csv
 
     @property
     def round(self) -> RoundContext:

@@ -4,12 +4,11 @@ agent distils it at the cell midpoints (eq. 28)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
 from envs.grid import StateGrid, grid_for
-from frd.exchange import broadcast
 from frd.options import at_least
 from frd.payload import FLOAT_BITS, Payload, index_bits
 from frd.rl.methods.base import RunSetup
@@ -98,15 +97,16 @@ class FederatedReinforcementDistillation(DistillingStrategy):
         return payload["cells"] if "cells" in payload.arrays else self.grid.cell_index(payload["states"])
 
     def upload(self, agent: int) -> Payload:
-        cells, policy, counts = local_proxy_memory(self.grid, *self.round.memories[agent])
-        return self._encode("proxy_memory", cells, policy, counts if self.options.weighting == "count" else None)
+        cells, policy, counts = local_proxy_memory(self.grid, *self.memory(agent))
+        return self.with_score(agent, self._encode("proxy_memory", cells, policy,
+                                                   counts if self.options.weighting == "count" else None))
 
-    def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
+    def merge(self, uploads: Sequence[Payload]) -> Payload:
+        """Per cell, the mean of the agents' cell means (count-weighted as an option)."""
         local = [(self._cells(u), u["policy"], u["counts"] if "counts" in u.arrays else np.ones(u.entries))
-                 for u in uploads.values()]
+                 for u in uploads]
         cells, policy = global_proxy_memory(local, self.options.weighting)
-        merged = self._encode("global_proxy_memory", cells, policy, None)
-        return broadcast(merged, participants)
+        return self._encode("global_proxy_memory", cells, policy, None)
 
     def target(self, payload: Payload) -> tuple[np.ndarray, np.ndarray]:
         return self.grid.midpoints(self._cells(payload)), payload["policy"]

@@ -3,11 +3,10 @@ of all agents' memories down; each agent distils it (eq. 26)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from frd.exchange import broadcast
 from frd.payload import FLOAT_BITS, Payload
 from frd.rl.methods.distilling import DistillingStrategy, DistillOptions
 
@@ -22,14 +21,15 @@ class PolicyDistillation(DistillingStrategy):
     Options = PDOptions
 
     def upload(self, agent: int) -> Payload:
-        states, probs = self.round.memories[agent]
-        return Payload.of("memory", len(states), states=(states, FLOAT_BITS), probs=(probs, FLOAT_BITS))
+        states, probs = self.memory(agent)
+        return self.with_score(agent, Payload.of("memory", len(states), states=(states, FLOAT_BITS),
+                                                 probs=(probs, FLOAT_BITS)))
 
-    def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
-        merged = Payload.of("global_memory", sum(u.entries for u in uploads.values()),
-                            states=(np.concatenate([u["states"] for u in uploads.values()]), FLOAT_BITS),
-                            probs=(np.concatenate([u["probs"] for u in uploads.values()]), FLOAT_BITS))
-        return broadcast(merged, participants)
+    def merge(self, uploads: Sequence[Payload]) -> Payload:
+        """The concatenation of the memories."""
+        return Payload.of("global_memory", sum(u.entries for u in uploads),
+                          states=(np.concatenate([u["states"] for u in uploads]), FLOAT_BITS),
+                          probs=(np.concatenate([u["probs"] for u in uploads]), FLOAT_BITS))
 
     def target(self, payload: Payload) -> tuple[np.ndarray, np.ndarray]:
         return payload["states"], payload["probs"]
