@@ -104,3 +104,35 @@ def test_bad_controls_are_refused(options, message):
     from frd.errors import FrdError
     with pytest.raises(FrdError, match=message):
         rl_config("pd", **options)
+
+
+def test_mixfrd_uploads_half_the_entries_as_mixes_charged_as_sent():
+    from frd.rl.methods.mixfrd import MixFRD, mix_proxy_entries
+
+    rng = np.random.default_rng(0)
+    states = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 0.0], [0.0, 2.0], [5.0, 5.0]], np.float32)
+    policy = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.8], [0.9, 0.1]], np.float32)
+    mixed_s, mixed_p = mix_proxy_entries(states, policy, 0.4, rng)
+    assert len(mixed_s) == 3, "two mixed pairs and the odd one out"
+    np.testing.assert_allclose(mixed_p.sum(1), 1.0, rtol=1e-6)
+    pop = _pop(2)
+    setup = RunSetup("Test-v0", gym.spaces.Box(-1.0, 1.0, (2,)), 2, 2, 0)
+    strategy = MixFRD(MixFRD.Options(grid=4), setup)
+    memory = (rng.uniform(-1, 1, (300, 2)).astype(np.float32), np.full((300, 2), 0.5, np.float32))
+    strategy.begin_round(RoundContext(pop, {0: 0, 1: 1}, {0: memory, 1: memory}, np.random.default_rng(0), {}))
+    up = strategy.upload(0)
+    assert up.entries == 8 and up.bits == up.entries * (2 + 2) * 32, "16 cells → 8 mixes of state and policy"
+    down = strategy.aggregate({0: up, 1: strategy.upload(1)}, [0, 1])
+    assert down[0].kind == "global_proxy_memory" and down[0].entries <= 16
+
+
+def test_mixfrd_needs_the_paper_codec_and_mean_weighting():
+    from frd.errors import FrdError
+    with pytest.raises(FrdError, match="needs --codec paper"):
+        rl_config("mixfrd", codec="compact").validate()
+    with pytest.raises(FrdError, match="use --frd-weighting mean"):
+        rl_config("mixfrd", weighting="count").validate()
+    tables = []
+    simulate(rl_config("mixfrd", agents=2, max_episodes=6, period=3, hidden=8, target=1e9), [("mixfrd", 0)],
+             tables.append)
+    assert tables[0]["runs"]["rounds"].iloc[0] == 1

@@ -6,6 +6,7 @@ from frd.errors import FrdError
 from frd.rl.methods.base import Independent, RoundContext, RunSetup, Strategy
 from frd.rl.methods.frd import FederatedReinforcementDistillation
 from frd.rl.methods.frl import FederatedRL
+from frd.rl.methods.mixfrd import MixFRD
 from frd.rl.methods.pd import PolicyDistillation
 
 RL_METHODS: dict[str, type[Strategy]] = {
@@ -13,6 +14,7 @@ RL_METHODS: dict[str, type[Strategy]] = {
     "frl": FederatedRL,
     "pd": PolicyDistillation,
     "frd": FederatedReinforcementDistillation,
+    "mixfrd": MixFRD,
 }
 """``RL_METHODS[name](options, setup)`` builds the strategy of one run."""
 
