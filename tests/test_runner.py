@@ -137,3 +137,18 @@ def test_saved_episodes_reproduce_the_mission_time_in_runs_csv():
         assert run["completed"] == (expected is not None)
         if expected is not None:
             assert run["mission_episodes"] == expected
+
+
+def test_until_all_runs_every_agent_to_its_own_completion():
+    from frd.rl.mission import mission_episode
+
+    config = RLConfig(target=25, until="all", **{**TINY, "agents": 3, "max_episodes": 60})
+    tables = _collect(config, "independent", [0, 1])
+    for _, run in tables["runs"].iterrows():
+        episodes = tables["episodes"][tables["episodes"]["run_id"] == run["run_id"]]
+        own = [mission_episode(g.sort_values("episode")["score"], target=25) or 60 for _, g in episodes.groupby("agent")]
+        assert run["all_agents_episodes"] == max(own) and run["median_agent_episodes"] == np.median(own)
+        assert run["mission_episodes"] == min(own) and run["agents_completed"] == sum(o < 60 for o in own)
+        assert run["all_agents_episodes"] >= run["mission_episodes"]
+    first = _collect(RLConfig(target=25, **{**TINY, "agents": 3, "max_episodes": 60}), "independent", [0])["runs"]
+    assert np.isnan(first["all_agents_episodes"].iloc[0]), "unknown when the run stops at the mission"

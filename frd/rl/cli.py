@@ -16,7 +16,7 @@ from frd.rl.experiment import run_experiment
 from frd.rl.methods import RL_METHODS
 
 COMMON_FLAGS = ("env_id", "agents", "seeds", "first_seed", "hidden", "activation", "recipe", "max_episodes",
-                "period", "target", "window", "channel", "channel_options", "threads")
+                "period", "target", "window", "until", "channel", "channel_options", "threads")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -32,6 +32,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--period", type=int, default=d.period, help="episodes between exchange rounds")
     p.add_argument("--target", type=float, default=d.target, help="mission score")
     p.add_argument("--window", type=int, default=d.window, help="episodes in the mission average")
+    p.add_argument("--until", default=d.until, help="a run ends when the first agent completes (first) or every "
+                   "agent does (all: runs.csv then has the slowest and the median agent's episodes)")
     p.add_argument("--channel", default=d.channel, help="channel model of every transfer: ideal or wireless[-symmetric]")
     p.add_argument("--channel-opt", dest="channel_options", type=parse_channel_option, action="append", default=[],
                    metavar="NAME=VALUE", help="override a wireless channel parameter, e.g. p_up_dbm=15 (repeatable)")

@@ -15,6 +15,9 @@ from frd.options import build_options, options_key
 from frd.results import ResumeKey
 from frd.rl.methods import RL_METHODS, RunSetup, get_method
 
+UNTIL = ("first", "all")
+"""When a run ends: at the mission (the first agent to complete), or once every agent completed."""
+
 
 @dataclass(frozen=True)
 class RLConfig:
@@ -27,6 +30,7 @@ class RLConfig:
     period: int = 25               # E: episodes per agent between exchange rounds
     target: float = 490.0          # mission: mean score over the latest `window` episodes ≥ target
     window: int = 10               # episodes in the mission average
+    until: str = "first"           # a run ends when the first agent completes, or "all" of them (or the cap)
     recipe: str = "nstep"          # A2C recipe: nstep (default) or rlcode
     hidden: int = 64               # hidden width h of actor and critic
     activation: str = "tanh"       # hidden activation
@@ -50,6 +54,8 @@ class RLConfig:
             raise FrdError(f"--first-seed must be at least 0, got {self.first_seed}")
         if math.isnan(self.target):
             raise FrdError("--target must be a number (inf: run every agent to the cap)")
+        if self.until not in UNTIL:
+            raise FrdError(f"--until takes {' or '.join(UNTIL)}, got {self.until!r}")
         if not self.methods:
             raise FrdError("give at least one method")
         if len(set(self.methods)) != len(self.methods):

@@ -39,6 +39,7 @@ class RunState:
     ledger: Ledger = field(default_factory=Ledger)
     episodes: list[tuple] = field(default_factory=list)
     round_log: list[dict] = field(default_factory=list)  # the strategy's per-round rows
+    completed_at: dict[int, int] = field(default_factory=dict)  # agent → its episode at completion, in order
     rounds: int = 0
     compute_s: float = 0.0
     comm_s: float = 0.0
@@ -156,16 +157,26 @@ class RLBatch:
         self.episode[lane] += 1
         run.episodes.append((agent, int(self.episode[lane]), float(score), int(self.env_steps[lane])))
         if run.windows[agent].add(score):
-            self._finish(run, completed_by=agent)
-        elif self.episode[lane] >= cfg.max_episodes:
-            self.capped[lane], self.active[lane] = True, False
-            if self.capped[run.lanes].all():
-                self._finish(run, completed_by=None)
+            run.completed_at[agent] = int(self.episode[lane])
+            if cfg.until == "first":
+                self._finish(run)
             else:
-                self.at_barrier.add(lane // A)  # the others may be waiting for this agent
+                self._retire(lane)
+        elif self.episode[lane] >= cfg.max_episodes:
+            self._retire(lane)
         elif run.strategy.exchanges and self.episode[lane] % cfg.period == 0:
             self.waiting[lane], self.active[lane] = True, False
             self.at_barrier.add(lane // A)
+
+    def _retire(self, lane: int) -> None:
+        """The lane stops (at the cap, or completed when every agent is awaited); its run ends
+        with its last lane."""
+        run = self.runs[lane // self.config.agents]
+        self.capped[lane], self.active[lane] = True, False
+        if self.capped[run.lanes].all():
+            self._finish(run)
+        else:
+            self.at_barrier.add(lane // self.config.agents)  # the others may be waiting for this agent
 
     def _row_of(self) -> dict[int, int]:
         return {int(lane): row for row, lane in enumerate(self.rows)}
@@ -210,7 +221,7 @@ class RLBatch:
             run.compute_s += time.perf_counter() - start
             self.waiting[live], self.active[live] = False, True
 
-    def _finish(self, run: RunState, completed_by: int | None) -> None:
+    def _finish(self, run: RunState) -> None:
         run.finished = True
         self.live_runs -= 1
         self.stale_rows = True
@@ -221,11 +232,16 @@ class RLBatch:
         episodes.insert(0, "method", run.method)
         episodes.insert(0, "run_id", rid)
         totals = run.ledger.totals()
+        first = next(iter(run.completed_at.values()), None)  # the first agent to complete
+        per_agent = [run.completed_at.get(a, int(self.episode[lane])) for a, lane in enumerate(run.lanes)]
+        every = self.config.until == "all"
         runs = pd.DataFrame([dict(
             run_id=rid, method=run.method, seed=run.seed, n_agents=self.config.agents,
-            completed=completed_by is not None,
-            mission_episodes=int(self.episode[run.lanes[completed_by]] if completed_by is not None
-                                 else self.episode[run.lanes].max()),
+            completed=first is not None,
+            mission_episodes=first if first is not None else int(self.episode[run.lanes].max()),
+            all_agents_episodes=max(per_agent) if every else np.nan,
+            median_agent_episodes=float(np.median(per_agent)) if every else np.nan,
+            agents_completed=len(run.completed_at),
             mission_env_steps=int(self.env_steps[run.lanes].sum()),
             compute_s=run.compute_s, comm_s=run.comm_s,
             rounds=run.rounds, bits_up=totals["bits_up"], bits_down=totals["bits_down"])])

@@ -34,6 +34,8 @@ def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
             "episodes IQM [95% CI]": f"{fmt(mid)} [{fmt(iqm_lo)}–{fmt(iqm_hi)}]",
             f"P(fewer episodes than {BASELINE}) [95% CI]": (f"{p:.2f} [{p_lo:.2f}–{p_hi:.2f}]" if np.isfinite(p)
                                                             else "–"),
+            "slowest agent episodes": quartiles(g["all_agents_episodes"]),
+            "median agent episodes": quartiles(g["median_agent_episodes"]),
             "env steps": quartiles(g["mission_env_steps"]),
             "seconds": quartiles(g["compute_s"] + g["comm_s"]),
             "comm seconds": quartiles(g["comm_s"]),
