@@ -61,16 +61,27 @@ def _layer(p, w, b, n_in, n_out, x, out, relu, activate):
     """out = act(b + x @ W) with W = p[w : w + n_in*n_out] as [n_in, n_out] and b = p[b : b + n_out].
 
     Loops index slices with plain loop counters only: a computed index (``w + i*n_out + j``)
-    keeps LLVM from vectorizing (about 5× slower here).
+    keeps LLVM from vectorizing (about 5× slower here); four input rows per pass over ``out``.
     """
     bias = p[b:b + n_out]
     for j in range(n_out):
         out[j] = bias[j]
-    for i in range(n_in):
+    i = 0
+    while i + 4 <= n_in:
+        x0, x1, x2, x3 = x[i], x[i + 1], x[i + 2], x[i + 3]
+        r0 = p[w + i * n_out:w + (i + 1) * n_out]
+        r1 = p[w + (i + 1) * n_out:w + (i + 2) * n_out]
+        r2 = p[w + (i + 2) * n_out:w + (i + 3) * n_out]
+        r3 = p[w + (i + 3) * n_out:w + (i + 4) * n_out]
+        for j in range(n_out):
+            out[j] += (x0 * r0[j] + x1 * r1[j]) + (x2 * r2[j] + x3 * r3[j])
+        i += 4
+    while i < n_in:
         xi = x[i]
         row = p[w + i * n_out:w + (i + 1) * n_out]
         for j in range(n_out):
             out[j] += xi * row[j]
+        i += 1
     if activate:
         if relu:
             for j in range(n_out):
@@ -92,35 +103,59 @@ def _forward(p, d, h, o, x, h1, h2, out, relu):
 
 
 @njit(**JIT)
-def _layer_backward(p, g, w, b, n_in, n_out, x, dout, dx, relu, x_activated):
-    """Add x ⊗ dout to g's weight rows and dout to its bias; dx = (W @ dout) · act'(x) when wanted."""
+def _accumulate_outer(g, w, b, n_in, n_out, X, D, T):
+    """g's weight rows += Σ_t X[t] ⊗ D[t] and its bias += Σ_t D[t]: each gradient row is read
+    and written once per update (four steps per pass), not once per step."""
     gb = g[b:b + n_out]
-    for j in range(n_out):
-        gb[j] += dout[j]
-    for i in range(n_in):
-        xi = x[i]
-        row = p[w + i * n_out:w + (i + 1) * n_out]
-        grow = g[w + i * n_out:w + (i + 1) * n_out]
-        s = np.float32(0.0)
+    for t in range(T):
+        dt = D[t]
         for j in range(n_out):
-            grow[j] += xi * dout[j]
-            s += row[j] * dout[j]
-        if x_activated:
-            if relu:
-                dx[i] = s if xi > 0 else np.float32(0.0)
-            else:
-                dx[i] = s * (np.float32(1.0) - xi * xi)
+            gb[j] += dt[j]
+    for i in range(n_in):
+        grow = g[w + i * n_out:w + (i + 1) * n_out]
+        t = 0
+        while t + 4 <= T:
+            x0, x1, x2, x3 = X[t, i], X[t + 1, i], X[t + 2, i], X[t + 3, i]
+            d0, d1, d2, d3 = D[t], D[t + 1], D[t + 2], D[t + 3]
+            for j in range(n_out):
+                grow[j] += (x0 * d0[j] + x1 * d1[j]) + (x2 * d2[j] + x3 * d3[j])
+            t += 4
+        while t < T:
+            xt, dt = X[t, i], D[t]
+            for j in range(n_out):
+                grow[j] += xt * dt[j]
+            t += 1
 
 
 @njit(**JIT)
-def _backward(p, g, d, h, o, x, h1, h2, dout, dh1, dh2, relu):
-    """Add the gradient of ``dout · out`` w.r.t. the parameters to ``g`` (activations cached)."""
+def _propagate(p, w, n_in, n_out, D, A, DX, T, relu):
+    """DX[t] = (W @ D[t]) · act'(A[t]) for the layer's inputs A (activations of the layer below)."""
+    for i in range(n_in):
+        row = p[w + i * n_out:w + (i + 1) * n_out]
+        for t in range(T):
+            dt = D[t]
+            s = np.float32(0.0)
+            for j in range(n_out):
+                s += row[j] * dt[j]
+            a = A[t, i]
+            if relu:
+                DX[t, i] = s if a > 0 else np.float32(0.0)
+            else:
+                DX[t, i] = s * (np.float32(1.0) - a * a)
+
+
+@njit(**JIT)
+def _backward(p, g, d, h, o, X, H1, H2, DOUT, DH1, DH2, T, relu):
+    """Add Σ_t the gradient of ``DOUT[t] · out(X[t])`` w.r.t. the parameters to ``g``, from the
+    activations H1, H2 of the forward (rows 0…T−1 of each array are used)."""
     w1, b1 = 0, d * h
     w2, b2 = b1 + h, b1 + h + h * h
     w3, b3 = b2 + h, b2 + h + h * o
-    _layer_backward(p, g, w3, b3, h, o, h2, dout, dh2, relu, True)
-    _layer_backward(p, g, w2, b2, h, h, h1, dh2, dh1, relu, True)
-    _layer_backward(p, g, w1, b1, d, h, x, dh1, dh1, relu, False)
+    _accumulate_outer(g, w3, b3, h, o, H2, DOUT, T)
+    _propagate(p, w3, h, o, DOUT, H2, DH2, T, relu)
+    _accumulate_outer(g, w2, b2, h, h, H1, DH2, T)
+    _propagate(p, w2, h, h, DH2, H1, DH1, T, relu)
+    _accumulate_outer(g, w1, b1, d, h, X, DH1, T)
 
 
 @njit(**JIT)
@@ -214,12 +249,11 @@ def learn(T, d, h, A, relu,
     next_values = np.empty(T, np.float32)
     returns = np.empty(T, np.float32)
     logp = np.empty(A, np.float32)
-    dlogits = np.empty(A, np.float32)
-    dvalue = np.empty(1, np.float32)
-    out = np.empty(A, np.float32)
+    dlogits = np.zeros((T, A), np.float32)
+    dvalue = np.zeros((T, 1), np.float32)
     v1 = np.empty(1, np.float32)
-    dh1 = np.empty(h, np.float32)
-    dh2 = np.empty(h, np.float32)
+    dh1 = np.empty((T, h), np.float32)
+    dh2 = np.empty((T, h), np.float32)
     s1 = np.empty(h, np.float32)
     s2 = np.empty(h, np.float32)
     for lane in range(L):
@@ -261,6 +295,9 @@ def learn(T, d, h, A, relu,
         for t in range(T):
             w = valid[lane, t] / count
             if w == 0:
+                for k in range(A):
+                    dlogits[t, k] = 0.0
+                dvalue[t, 0] = 0.0
                 continue
             logits = cache_logits[lane, t]
             m = logits[0]
@@ -275,16 +312,15 @@ def learn(T, d, h, A, relu,
                 logp[k] = logits[k] - lse
                 ent += np.float32(math.exp(logp[k])) * logp[k]
             advantage = returns[t] - values[t]
-            a = actions[lane, t]
             for k in range(A):
                 pk = np.float32(math.exp(logp[k]))
-                dlogits[k] = w * advantage * pk
+                dlogits[t, k] = w * advantage * pk
                 if entropy_coef != 0:
-                    dlogits[k] += w * np.float32(entropy_coef) * pk * (logp[k] - ent)
-            dlogits[a] -= w * advantage
-            dvalue[0] = w * np.float32(value_coef) * np.float32(2.0) * (values[t] - returns[t])
-            _backward(p_a, ga, d, h, A, obs[lane, t], cache_h1[lane, t], cache_h2[lane, t], dlogits, dh1, dh2, relu)
-            _backward(p_c, gc, d, h, 1, obs[lane, t], c_h1[t], c_h2[t], dvalue, dh1, dh2, relu)
+                    dlogits[t, k] += w * np.float32(entropy_coef) * pk * (logp[k] - ent)
+            dlogits[t, actions[lane, t]] -= w * advantage
+            dvalue[t, 0] = w * np.float32(value_coef) * np.float32(2.0) * (values[t] - returns[t])
+        _backward(p_a, ga, d, h, A, obs[lane], cache_h1[lane], cache_h2[lane], dlogits, dh1, dh2, T, relu)
+        _backward(p_c, gc, d, h, 1, obs[lane], c_h1, c_h2, dvalue, dh1, dh2, T, relu)
         if max_norm > 0:
             sq = 0.0
             for k in range(Pa):
