@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from agents import kernel
 from agents.stacked import LaneAdam, StackedMLP, clip_per_lane
 from frd.errors import FrdError
 from frd.seeding import Stream
@@ -97,8 +98,15 @@ class A2CPopulation:
         # learning rate is the distilling method's, set per call.
         self.distill_opt = LaneAdam(self.actor, lr=0.0)
         self.rollout = Rollout(config.n_steps, len(lane_seeds), obs_dim)
+        # What acting computed per rollout slot (hidden activations, logits, the state), reused
+        # by the update while the weights it was computed with are unchanged.
+        L, n = len(lane_seeds), config.n_steps
+        self._cache = dict(h1=np.zeros((L, n, h), np.float32), h2=np.zeros((L, n, h), np.float32),
+                           logits=np.zeros((L, n, n_actions), np.float32),
+                           obs=np.zeros((L, n, obs_dim), np.float32), ok=np.zeros((L, n), bool))
+        self._dims = (obs_dim, h, n_actions, config.activation == "relu")
         self._rngs = [np.random.default_rng(int(s) ^ Stream.RL_ACTIONS) for s in lane_seeds]
-        self._uniforms = np.empty((len(lane_seeds), 0))
+        self._uniforms = np.empty((0, len(lane_seeds)))
         self._next_uniform = 0
 
     @property
@@ -106,21 +114,23 @@ class A2CPopulation:
         return self.actor.weights[0].shape[0]
 
     def _draw_uniforms(self) -> np.ndarray:
-        """One uniform per lane from that lane's own generator, drawn in blocks for speed."""
-        if self._next_uniform >= self._uniforms.shape[1]:
-            self._uniforms = np.stack([rng.random(1024) for rng in self._rngs])
+        """One uniform per lane from that lane's own generator, drawn in blocks for speed
+        (stored step-major so that each step's draws are one contiguous row)."""
+        if self._next_uniform >= self._uniforms.shape[0]:
+            self._uniforms = np.ascontiguousarray(np.stack([rng.random(1024) for rng in self._rngs]).T)
             self._next_uniform = 0
         self._next_uniform += 1
-        return self._uniforms[:, self._next_uniform - 1]
+        return self._uniforms[self._next_uniform - 1]
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sample an action per lane; also return the action probabilities used to act."""
-        logits = self.actor.numpy_forward(obs[:, None, :])[:, 0]
-        probs = np.exp(logits - logits.max(1, keepdims=True))
-        probs /= probs.sum(1, keepdims=True)
-        cumulative = np.cumsum(probs, axis=1)
-        actions = (cumulative < self._draw_uniforms()[:, None]).sum(1)
-        return np.minimum(actions, probs.shape[1] - 1), probs
+        obs = np.ascontiguousarray(obs, dtype=np.float32)
+        d, h, A, relu = self._dims
+        actions, probs = np.empty(len(obs), np.int64), np.empty((len(obs), A), np.float32)
+        c = self._cache
+        kernel.act(self.actor.data.numpy(), obs, self._draw_uniforms(), self.rollout.t, d, h, A, relu,
+                   c["h1"], c["h2"], c["logits"], c["obs"], c["ok"], actions, probs)
+        return actions, probs
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated, valid) -> None:
         """Store one step; learn when the rollout is full."""
@@ -131,7 +141,38 @@ class A2CPopulation:
             self.learn()
 
     def learn(self) -> None:
-        """One A2C update from the stored steps of every lane (a no-op for lanes with none)."""
+        """One A2C update from the stored steps of every lane (a no-op for lanes with none).
+
+        Runs in ``agents.kernel.learn`` lane by lane; ``loss`` is the same update written with
+        torch autograd (the tests hold one to the other).
+        """
+        if self.rollout.t == 0:
+            return
+        self._kernel_learn(np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32))
+        self.rollout.t = 0
+
+    def kernel_gradients(self) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel's clipped per-lane gradients [L, P] of actor and critic for the stored
+        steps, without updating anything (for tests)."""
+        grads = np.zeros_like(self.actor.data.numpy()), np.zeros_like(self.critic.data.numpy())
+        self._kernel_learn(*grads)
+        return grads
+
+    def _kernel_learn(self, grads_a: np.ndarray, grads_c: np.ndarray) -> None:
+        r, cfg, c = self.rollout, self.config, self._cache
+        d, h, A, relu = self._dims
+        ao, co = self.actor_opt, self.critic_opt
+        kernel.learn(r.t, d, h, A, relu, self.actor.data.numpy(), self.critic.data.numpy(),
+                     ao.exp_avg.numpy(), ao.exp_avg_sq.numpy(), co.exp_avg.numpy(), co.exp_avg_sq.numpy(),
+                     ao.steps.numpy(), co.steps.numpy(),
+                     r.obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done, r.valid,
+                     c["h1"], c["h2"], c["logits"], c["obs"], c["ok"],
+                     cfg.gamma, cfg.value_coef, cfg.entropy_coef,
+                     -1.0 if cfg.max_grad_norm is None else cfg.max_grad_norm,
+                     ao.lr, co.lr, ao.betas[0], ao.betas[1], ao.eps, grads_a, grads_c)
+
+    def torch_learn(self) -> None:
+        """The same update with torch autograd, ``clip_per_lane`` and ``LaneAdam`` (the reference)."""
         if self.rollout.t == 0:
             return
         loss, learned = self.loss()
@@ -141,6 +182,11 @@ class A2CPopulation:
         self.actor_opt.step(learned)
         self.critic_opt.step(learned)
         self.rollout.t = 0
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        """Weights changed outside an update: acting's cached activations are stale."""
+        self._cache["ok"][:] = False
 
     def loss(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-lane A2C loss over the stored steps, and which lanes took any step.
@@ -214,6 +260,7 @@ class A2CPopulation:
                 loss.sum().backward()
                 self.distill_opt.step(mask)
                 done += 1
+        self._invalidate()
         return done
 
     @torch.no_grad()
@@ -235,12 +282,14 @@ class A2CPopulation:
 
     def load_actor_state(self, row: int, state: dict[str, np.ndarray]) -> None:
         self.actor.load_lane_state(row, state)
+        self._invalidate()
 
     def critic_state(self, row: int) -> dict[str, np.ndarray]:
         return {k: v.numpy() for k, v in self.critic.lane_state(row).items()}
 
     def load_critic_state(self, row: int, state: dict[str, np.ndarray]) -> None:
         self.critic.load_lane_state(row, state)
+        self._invalidate()
 
     def keep(self, rows: Sequence[int]) -> None:
         """Keep only ``rows`` (in that order); call between updates."""
@@ -248,5 +297,7 @@ class A2CPopulation:
         rows_t = torch.as_tensor(list(rows), dtype=torch.long)
         for part in (self.actor, self.critic, self.actor_opt, self.critic_opt, self.distill_opt, self.rollout):
             part.keep(rows_t)
+        self._cache = {k: v[list(rows)] for k, v in self._cache.items()}
+        self._cache["ok"][:] = False
         self._rngs = [self._rngs[i] for i in rows]
-        self._uniforms = self._uniforms[list(rows)]
+        self._uniforms = np.ascontiguousarray(self._uniforms[:, list(rows)])

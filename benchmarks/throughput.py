@@ -15,9 +15,12 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
 import pandas as pd
 
+from agents import kernel
 from benchmarks.common import Clock, sb3_steps, set_threads
+from envs.lanes import CartPoleLanes
 from frd.rl.config import RLConfig
 from frd.rl.runner import RLBatch
 
@@ -67,6 +70,13 @@ def main() -> None:
     parser.add_argument("--breakdown", action="store_true", help="also time acting, env and update per step")
     args = parser.parse_args()
     set_threads(args.threads)
+    # numba compiles on first use (cached on disk afterwards): load it before any clock starts
+    start = time.perf_counter()
+    kernel.warm_up()
+    lanes = CartPoleLanes([0])
+    lanes.reset()
+    lanes.step(np.zeros(1, np.int64), np.ones(1, bool))
+    print(f"numba kernels ready in {time.perf_counter() - start:.1f} s (compile on first run, then cache load)", flush=True)
     sb3_total = 8 * args.steps_per_lane
     sb3 = sb3_steps(sb3_total)
     rows = [("SB3 A2C (8 envs)", 8, sb3_total, sb3)]

@@ -186,3 +186,122 @@ def test_acting_probabilities_follow_weight_updates():
     assert after[0, 0] > 0.99 and np.allclose(after[1], before[1])
     pop.keep([0])
     assert pop.act(obs[:1])[1][0, 0] > 0.99
+
+
+# --- the numba kernel (agents/kernel.py) against per-lane nn.Modules and torch.optim.Adam ---
+
+def _flat_grads(module: nn.Sequential) -> torch.Tensor:
+    """A module's gradients in the kernel's layout: per layer weight [in, out] row-major, bias."""
+    parts = []
+    for lin in (m for m in module if isinstance(m, nn.Linear)):
+        parts += [lin.weight.grad.T.reshape(-1), lin.bias.grad]
+    return torch.cat(parts)
+
+
+def _flat_params(module: nn.Sequential) -> torch.Tensor:
+    parts = []
+    for lin in (m for m in module if isinstance(m, nn.Linear)):
+        parts += [lin.weight.detach().T.reshape(-1), lin.bias.detach()]
+    return torch.cat(parts)
+
+
+def _acted_rollout(pop: A2CPopulation, rng: np.random.Generator, valid_share: float = 0.8) -> None:
+    """A full rollout acted by the population (so the update reuses acting's activations), with
+    terminations and truncations mid-rollout and lanes sitting out steps; not yet learned."""
+    L, cfg = pop.lanes, pop.config
+    for _ in range(cfg.n_steps):
+        obs = rng.normal(size=(L, 4)).astype(np.float32)
+        actions, _ = pop.act(obs)
+        term = rng.random(L) < 0.2
+        trunc = (~term) & (rng.random(L) < 0.2)
+        rewards = rng.random(L).astype(np.float32)
+        if cfg.failure_reward is not None:
+            rewards = np.where(term, np.float32(cfg.failure_reward), rewards)
+        pop.rollout.add(obs, actions, rewards, rng.normal(size=(L, 4)).astype(np.float32), term, trunc,
+                        (rng.random(L) < valid_share).astype(np.float32))
+
+
+def _reference_step(pop, modules, optimizers, lane) -> None:
+    cfg, (actor, critic) = pop.config, modules
+    if pop.rollout.valid[lane, :pop.rollout.t].sum() == 0:
+        return  # a lane without steps is not touched (no Adam step either)
+    for m in modules:
+        m.zero_grad()
+    _reference_loss(actor, critic, pop.rollout, lane, cfg.gamma, cfg.value_coef).backward()
+    if cfg.max_grad_norm is not None:
+        torch.nn.utils.clip_grad_norm_([*actor.parameters(), *critic.parameters()], cfg.max_grad_norm)
+    for opt in optimizers:
+        opt.step()
+
+
+def test_kernel_gradients_equal_separate_modules_with_joint_clip():
+    cfg = recipe("nstep", hidden=16, max_grad_norm=0.05)  # small enough that some lanes are clipped
+    pop = A2CPopulation([11, 12, 13, 14], 4, 2, cfg)
+    _acted_rollout(pop, np.random.default_rng(3))
+    grads_a, grads_c = pop.kernel_gradients()
+    clipped = 0
+    for lane in range(4):
+        actor, critic = _modules(pop.actor, lane), _modules(pop.critic, lane)
+        _reference_loss(actor, critic, pop.rollout, lane, cfg.gamma, cfg.value_coef).backward()
+        norm = torch.nn.utils.clip_grad_norm_([*actor.parameters(), *critic.parameters()], cfg.max_grad_norm)
+        clipped += bool(norm > cfg.max_grad_norm)
+        torch.testing.assert_close(torch.from_numpy(grads_a[lane]), _flat_grads(actor), rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(torch.from_numpy(grads_c[lane]), _flat_grads(critic), rtol=1e-4, atol=1e-6)
+    assert clipped >= 1
+
+
+@pytest.mark.parametrize("name", ["nstep", "rlcode"])
+def test_kernel_updates_follow_per_lane_modules_and_torch_adam(name):
+    """Several updates (terminations, truncations, idle steps mid-rollout; rlcode: n = 1, no clip,
+    −100 at a failure, separate actor and critic rates): every lane tracks its own nn.Modules
+    trained by torch.optim.Adam to float32 rounding."""
+    cfg = recipe(name, hidden=16)
+    pop = A2CPopulation([21, 22, 23], 4, 2, cfg)
+    modules = [(_modules(pop.actor, lane), _modules(pop.critic, lane)) for lane in range(3)]
+    optimizers = [(torch.optim.Adam(a.parameters(), lr=cfg.actor_lr), torch.optim.Adam(c.parameters(), lr=cfg.critic_lr))
+                  for a, c in modules]
+    rng = np.random.default_rng(5)
+    for _update in range(12 if name == "rlcode" else 4):
+        _acted_rollout(pop, rng, valid_share=0.7)
+        for lane in range(3):
+            _reference_step(pop, modules[lane], optimizers[lane], lane)
+        pop.learn()
+        for lane, (actor, critic) in enumerate(modules):
+            # Adam turns a gradient near its eps (1e-8) into a step near lr, so rounding in such a
+            # gradient shows up as a few 1e-6 in the parameter: tolerance lr / 100.
+            tol = dict(rtol=1e-5, atol=cfg.actor_lr / 100)
+            torch.testing.assert_close(pop.actor.data[lane], _flat_params(actor), **tol)
+            torch.testing.assert_close(pop.critic.data[lane], _flat_params(critic), **dict(tol, atol=cfg.critic_lr / 100))
+    assert pop.actor_opt.steps.min() > 0
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_kernel_forward_equals_the_torch_forward(activation):
+    from agents import kernel
+
+    net = StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2, 3)], (4, 24, 24, 2), activation, 1.0)
+    x = torch.randn(3, 5, 4)
+    with torch.no_grad():
+        expected = net(x).numpy()
+    got = kernel.forward(net.data.numpy(), x.numpy(), 4, 24, 2, activation == "relu")
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=2e-6)
+
+
+def test_kernel_tanh_error_is_within_float32_rounding():
+    from agents import kernel
+
+    x = np.linspace(-12, 12, 200_001, dtype=np.float32)
+    np.testing.assert_allclose(kernel.tanh_array(x), np.tanh(x.astype(np.float64)), rtol=0, atol=4e-7)
+
+
+def test_update_reuses_acting_activations_bit_for_bit():
+    """The update takes the actor's activations from acting; recomputing them gives the same bits."""
+    cfg = recipe("nstep", hidden=24)
+    a, b = A2CPopulation([1, 2, 3], 4, 2, cfg), A2CPopulation([1, 2, 3], 4, 2, cfg)
+    _acted_rollout(a, np.random.default_rng(9))
+    _acted_rollout(b, np.random.default_rng(9))
+    b._invalidate()  # forces the recomputation
+    a.learn()
+    b.learn()
+    assert np.array_equal(a.actor.data.numpy(), b.actor.data.numpy())
+    assert np.array_equal(a.critic.data.numpy(), b.critic.data.numpy())

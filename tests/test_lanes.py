@@ -50,3 +50,44 @@ def test_a_lane_does_not_depend_on_its_neighbours():
 def test_cartpole_uses_the_vectorized_entry_point():
     assert isinstance(make_lanes("CartPole-v1", [1]), CartPoleLanes)
     assert isinstance(make_lanes("Acrobot-v1", [1]), GenericLanes)
+
+
+class _GymStepLanes(CartPoleLanes):
+    """The previous CartPoleLanes.step: gymnasium's numpy vector step, frozen lanes restored."""
+
+    def step(self, actions, active):
+        from envs.lanes import LaneStep
+        core, frozen = self.core, ~active
+        held = core.state[:, frozen].copy(), core.steps[frozen].copy()
+        _, reward, terminated, truncated, _ = self.env.step(actions.astype(np.int64))
+        final_obs = core.state.T.astype(np.float32)
+        done = (terminated | truncated) & active
+        core.state[:, frozen], core.steps[frozen] = held
+        reward, terminated, truncated = reward * active, terminated & active, truncated & active
+        if done.any():
+            lanes = np.flatnonzero(done)
+            core.state[:, lanes] = self._fresh_states(lanes)
+            core.steps[lanes] = 0
+        core.prev_done[:] = False
+        return LaneStep(core.state.T.astype(np.float32), final_obs, reward.astype(np.float32), terminated, truncated)
+
+
+def test_numba_cartpole_step_is_bit_identical_to_gymnasiums_vector_step():
+    """Including truncation at 500 steps (a balancing policy) and frozen lanes."""
+    seeds = list(range(16))
+    ours, ref = CartPoleLanes(seeds), _GymStepLanes(seeds)
+    np.testing.assert_array_equal(ours.reset(), ref.reset())
+    rng = np.random.default_rng(0)
+    truncations = 0
+    obs = ours.reset(), ref.reset()
+    for step in range(3000):
+        # half the lanes balance (push against the pole's lean), half act at random
+        balance = (obs[0][:, 2] + 0.5 * obs[0][:, 3] > 0).astype(np.int64)
+        actions = np.where(np.arange(16) < 8, balance, rng.integers(0, 2, 16))
+        active = rng.random(16) < 0.9
+        a, b = ours.step(actions, active), ref.step(actions, active)
+        for field in ("obs", "final_obs", "reward", "terminated", "truncated"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=f"{field} at step {step}")
+        truncations += int(a.truncated.sum())
+        obs = a.obs, b.obs
+    assert truncations > 0
