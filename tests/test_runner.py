@@ -152,3 +152,16 @@ def test_until_all_runs_every_agent_to_its_own_completion():
         assert run["all_agents_episodes"] >= run["mission_episodes"]
     first = _collect(RLConfig(target=25, **{**TINY, "agents": 3, "max_episodes": 60}), "independent", [0])["runs"]
     assert np.isnan(first["all_agents_episodes"].iloc[0]), "unknown when the run stops at the mission"
+
+
+@pytest.mark.parametrize("env, target", [("Acrobot-v1", -100.0), ("LunarLander-v3", 200.0), ("MountainCar-v0", -110.0)])
+def test_other_envs_run_with_their_documented_mission(env, target, tmp_path):
+    import json
+
+    from frd.cli import main
+
+    out = tmp_path / env
+    assert main(["compare", "--methods", "frd,pd", "--env", env, "--agents", "2", "--seeds", "1", "--max-episodes", "2",
+                 "--period", "1", "--hidden", "8", "--grid", "3", "--no-progress", "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["config"]["target"] == target
+    assert len(pd.read_csv(out / "episodes.csv")) == 2 * 2 * 2

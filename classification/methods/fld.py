@@ -53,9 +53,10 @@ class FLDOptions:
     PAPER: ClassVar[dict] = {"server_iterations": 3200, "server_lr": 0.05}
     """[seed 003] K_s = 3,200 server KD iterations per global update; ε = 0.05 (our reading: the KD step)."""
 
-    n_mix: int = 10
-    """Seed samples each device uploads once (raw or mixed) [seed 003: 10 or 50]; a device whose
-    data cannot give that many uploads what it can (the shortfall is in runs.csv)."""
+    n_mix: int = 50
+    """Seed samples each device uploads once (raw or mixed) [seed 003: 10 or 50; 50 as in its
+    largest setting (50, 100)]; a device whose data cannot give that many uploads what it can (the
+    shortfall is in runs.csv)."""
     server_iterations: int = 800
     """Server KD iterations per global update [paper K_s = 3,200; scaled down 4× like K]."""
     server_lr: float = 0.05
@@ -92,7 +93,7 @@ class MixFLDOptions(FLDOptions):
 class Mix2FLDOptions(MixFLDOptions):
     """MixFLD's options plus the server's inverse-Mixup."""
 
-    n_inv: int | None = None
+    n_inv: int | None = 100
     """Inverse-mixed samples the server makes per device, like n_mix [seed 003: 10, 20, 50 or 100];
     None: every one it can. Fewer than asked (e.g. uploads lost) is recorded, not an error."""
     n_s: int = 2

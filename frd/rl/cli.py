@@ -9,11 +9,13 @@ import argparse
 
 import pandas as pd
 
+from envs.lanes import check_env_id
 from frd.channel import parse_channel_option
 from frd.options import add_option_flags, given_options
 from frd.rl.config import RLConfig, rl_config
 from frd.rl.experiment import run_experiment
 from frd.rl.methods import RL_METHODS
+from frd.rl.mission import default_target
 
 COMMON_FLAGS = ("env_id", "agents", "seeds", "first_seed", "hidden", "activation", "recipe", "max_episodes",
                 "period", "target", "window", "until", "channel", "channel_options", "threads")
@@ -30,7 +32,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", default=d.recipe, help="A2C recipe: nstep or rlcode")
     p.add_argument("--max-episodes", type=int, default=d.max_episodes, help="episode cap per agent")
     p.add_argument("--period", type=int, default=d.period, help="episodes between exchange rounds")
-    p.add_argument("--target", type=float, default=d.target, help="mission score")
+    p.add_argument("--target", type=float, default=None, help="mission score (default: the env's: CartPole-v1 490 "
+                   "[seed], else gymnasium's reward threshold, e.g. Acrobot-v1 -100, LunarLander-v3 200)")
     p.add_argument("--window", type=int, default=d.window, help="episodes in the mission average")
     p.add_argument("--until", default=d.until, help="a run ends when the first agent completes (first) or every "
                    "agent does (all: runs.csv then has the slowest and the median agent's episodes)")
@@ -45,6 +48,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace, methods: tuple[str, ...]) -> RLConfig:
     values = {k: getattr(args, k) for k in COMMON_FLAGS}
+    if values["target"] is None:
+        check_env_id(args.env_id)  # an unknown env is named as such, not as one without a mission
+        values["target"] = default_target(args.env_id)
     values["channel_options"] = tuple(args.channel_options)
     return rl_config(methods, **values, **given_options(args))
 

@@ -5,6 +5,24 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterable, Sequence
 
+import gymnasium as gym
+
+from frd.errors import FrdError
+
+SEED_TARGETS = {"CartPole-v1": 490.0}
+"""Missions the seed sets [seed 001: CartPole, mean of the latest 10 episodes ≥ 490]."""
+
+
+def default_target(env_id: str) -> float:
+    """The env's mission score: the seed's for CartPole, else gymnasium's ``reward_threshold``
+    (Acrobot-v1 −100, MountainCar-v0 −110, LunarLander-v3 200)."""
+    if env_id in SEED_TARGETS:
+        return SEED_TARGETS[env_id]
+    threshold = gym.spec(env_id).reward_threshold
+    if threshold is None:
+        raise FrdError(f"{env_id} has no documented mission score; give one with --target")
+    return float(threshold)
+
 
 class MissionWindow:
     """One agent's latest scores; ``add`` says whether the mission is now complete."""
