@@ -61,3 +61,11 @@ def test_kill_stops_a_run_like_ctrl_c(tmp_path, monkeypatch):
         assert signal.getsignal(signal.SIGTERM) is cli._stop
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_single_agent_reference_adds_a_one_agent_row(tmp_path, capsys):
+    assert main(["compare", "--methods", "frl,independent", "--seeds", "2", "--max-episodes", "4", "--period", "2",
+                 "--hidden", "8", "--single-agent-reference", "--no-progress", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "== independent (1 agents, 2 runs) ==" in out and "== independent (2 agents, 2 runs) ==" in out
+    assert (tmp_path / "single-agent" / "runs.csv").exists()

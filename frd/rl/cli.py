@@ -43,6 +43,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=d.threads, help="torch threads")
     p.add_argument("--out", required=True, help="results folder (rerun the same command to resume)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--single-agent-reference", action="store_true",
+                   help="also run one independent agent per seed (in OUT/single-agent) and show its row")
     add_option_flags(p, RL_METHODS)
 
 
@@ -56,7 +58,8 @@ def config_from_args(args: argparse.Namespace, methods: tuple[str, ...]) -> RLCo
 
 
 def _run(args: argparse.Namespace, methods: tuple[str, ...]) -> int:
-    summary = run_experiment(config_from_args(args, methods), args.out, progress=not args.no_progress)
+    summary = run_experiment(config_from_args(args, methods), args.out, progress=not args.no_progress,
+                             single_agent_reference=args.single_agent_reference)
     with pd.option_context("display.width", 250, "display.max_columns", None):
         for _, row in summary.iterrows():
             print(f"\n== {row['method']} ({row['agents']} agents, {row['runs']} runs) ==")

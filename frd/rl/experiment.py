@@ -1,6 +1,7 @@
 """One RL experiment end to end: configs → batched runs → saved tables → summary and plots."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -12,14 +13,25 @@ from frd.rl.plots import plot_mission, plot_payload
 from frd.rl.runner import iter_simulate
 from frd.rl.summary import rl_summary
 
+SINGLE_AGENT = "single-agent"
+"""Subfolder of the single-agent reference runs (a config of its own: one agent, independent)."""
 
-def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True) -> pd.DataFrame:
+
+def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
+                   single_agent_reference: bool = False) -> pd.DataFrame:
     """Run every method × seed not already in ``out_dir``; return the summary table.
 
     Each run's rows are saved the moment it finishes, so an interrupted experiment resumes
-    where it stopped when the same command is run again.
+    where it stopped when the same command is run again. ``single_agent_reference`` also runs
+    one independent agent per seed (in ``out_dir/single-agent``), whose row the summary gains:
+    what learning alone takes, against which first-of-N missions can be read.
     """
     config.validate()  # before anything is written
+    reference = None
+    if single_agent_reference:
+        alone = replace(config, agents=1, methods=("independent",), options={})
+        run_experiment(alone, Path(out_dir) / SINGLE_AGENT, progress)
+        reference = ResultStore(Path(out_dir) / SINGLE_AGENT, alone, alone.resume_key())
     store = ResultStore(out_dir, config, config.resume_key())
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     done = store.finished()
@@ -32,11 +44,12 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True)
                 bar.update()
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished run
-    return report(store, config)
+    return report(store, config, reference)
 
 
-def report(store: ResultStore, config: RLConfig) -> pd.DataFrame:
-    """Summary table and figures of this config's methods and seeds (a folder may hold more)."""
+def report(store: ResultStore, config: RLConfig, reference: ResultStore | None = None) -> pd.DataFrame:
+    """Summary table and figures of this config's methods and seeds (a folder may hold more),
+    with the single-agent reference's row last when there is one."""
     def mine(frame: pd.DataFrame) -> pd.DataFrame:
         seeds = frame["seed"].between(config.first_seed, config.first_seed + config.seeds - 1)
         return frame[frame["method"].isin(config.methods) & seeds]
@@ -45,6 +58,9 @@ def report(store: ResultStore, config: RLConfig) -> pd.DataFrame:
     order = {m: i for i, m in enumerate(config.methods)}  # tables and plots in the order asked for
     runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
     summary = rl_summary(runs)
+    if reference is not None:
+        summary = pd.concat([summary, rl_summary(mine(reference.read("runs")).assign(method="independent"))],
+                            ignore_index=True)
     atomic_write_csv(summary, store.path("summary"))
     plot_mission(episodes, runs, store.out / "mission.png", config.window, config.target)
     plot_payload(runs, store.out / "payload.png")
