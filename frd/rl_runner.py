@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -145,10 +145,18 @@ class RLBatch:
     def run(self, on_finished: Callable[[dict[str, pd.DataFrame]], None],
             on_status: Callable[[str], None] = lambda text: None) -> None:
         """Step until every run has finished; ``on_status`` hears how far the live runs are."""
+        for tables in self.iter_run(on_status):
+            on_finished(tables)
+
+    def iter_run(self, on_status: Callable[[str], None] = lambda text: None) -> Iterator[dict[str, pd.DataFrame]]:
+        """``run`` as a generator: each run's tables are yielded the step it finishes."""
         self.reset()
+        finished: list[dict[str, pd.DataFrame]] = []
         tick = last_status = time.perf_counter()
         while self.live_runs:
-            self.step(on_finished)
+            self.step(finished.append)
+            while finished:
+                yield finished.pop(0)
             if self.pop.rollout.t == 0:  # an update just happened: a safe point for rounds
                 now = time.perf_counter()
                 self._charge_compute(now - tick)
@@ -273,10 +281,16 @@ class RLBatch:
             self.rows = self.rows[keep]  # otherwise look again when the next run finishes
 
 
+def iter_simulate(config: RLConfig, runs: Sequence[tuple[str, int]],
+                  on_status: Callable[[str], None] = lambda text: None) -> Iterator[dict[str, pd.DataFrame]]:
+    """Run every (method, seed) of ``runs`` in one batch, yielding each run's tables as it finishes."""
+    if runs:
+        yield from RLBatch(config, [(get_method(method), seed) for method, seed in runs]).iter_run(on_status)
+
+
 def simulate(config: RLConfig, runs: Sequence[tuple[str, int]],
              on_finished: Callable[[dict[str, pd.DataFrame]], None],
              on_status: Callable[[str], None] = lambda text: None) -> None:
     """Run every (method, seed) of ``runs`` in one batch; ``on_finished`` receives each run's tables."""
-    if not runs:
-        return
-    RLBatch(config, [(get_method(method), seed) for method, seed in runs]).run(on_finished, on_status)
+    for tables in iter_simulate(config, runs, on_status):
+        on_finished(tables)
