@@ -10,6 +10,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from frd.backends import Backend
 from frd.channel import make_channel
 from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
@@ -81,9 +82,10 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset,
     return {"runs": runs, "rounds": rounds, "ledger": ledger.frame()}
 
 
-def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True) -> ResultStore:
+def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True,
+                   backend: Backend = Backend()) -> ResultStore:
     """Every seed of ``config`` not already finished in ``out_dir``; results are saved per seed."""
-    store = ResultStore(out_dir, config, config.resume_key())
+    store = ResultStore(out_dir, backend.record(config), config.resume_key())
     todo = [s for s in range(config.seeds) if run_id(config, s) not in store.finished()]
     try:
         if todo:
@@ -92,8 +94,8 @@ def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True
             torch.set_num_threads(config.threads)
             with tqdm(total=len(todo) * config.rounds, disable=not progress, unit="round",
                       desc=f"{config.method} on {config.dataset}") as bar:
-                for seed in todo:
-                    store.save_run(run_seed(config, seed, data, on_round=lambda: bar.update()))
+                for _, tables in backend.iter_cls([(config, seed) for seed in todo], data, bar.update):
+                    store.save_run(tables)
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished seed
     return store

@@ -6,6 +6,7 @@ from dataclasses import fields
 
 import pandas as pd
 
+from frd.backends import add_backend_arguments, backend_from_args
 from frd.channel import parse_channel_option
 from frd.rl_experiment import run_experiment
 from frd.rl_methods import METHODS
@@ -47,6 +48,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=d.threads, help="torch threads")
     p.add_argument("--out", required=True, help="results folder (rerun the same command to resume)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_backend_arguments(p)
 
 
 def _config(args: argparse.Namespace, methods: tuple[str, ...]) -> RLConfig:
@@ -56,7 +58,8 @@ def _config(args: argparse.Namespace, methods: tuple[str, ...]) -> RLConfig:
 
 
 def _run(args: argparse.Namespace, methods: tuple[str, ...]) -> int:
-    summary = run_experiment(_config(args, methods), args.out, progress=not args.no_progress)
+    summary = run_experiment(_config(args, methods), args.out, progress=not args.no_progress,
+                             backend=backend_from_args(args))
     with pd.option_context("display.width", 250, "display.max_columns", None):
         for _, row in summary.iterrows():
             print(f"\n== {row['method']} ({row['agents']} agents, {row['runs']} runs) ==")

@@ -6,20 +6,22 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
+from frd.backends import Backend
 from frd.plots import plot_mission, plot_payload
 from frd.results import ResultStore, atomic_write_csv
 from frd.rl_runner import RLConfig, run_id, simulate
 from frd.summary import rl_summary
 
 
-def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True) -> pd.DataFrame:
+def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
+                   backend: Backend = Backend()) -> pd.DataFrame:
     """Run every method × seed not already in ``out_dir``; return the summary table.
 
     Each run's rows are saved the moment it finishes, so an interrupted experiment resumes
     where it stopped when the same command is run again.
     """
     config.validate()
-    store = ResultStore(out_dir, config, config.resume_key())
+    store = ResultStore(out_dir, backend.record(config), config.resume_key())
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     done = store.finished()
     todo = [(m, s) for m in config.methods for s in seeds if run_id(m, s) not in done]
@@ -30,7 +32,8 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True)
                 store.save_run(tables)
                 bar.update()
 
-            simulate(config, todo, finished, bar.set_postfix_str)  # all methods in one batch
+            run = simulate if backend.local else backend.simulate  # local: all methods in one batch
+            run(config, todo, finished, bar.set_postfix_str)
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished run
     return report(store, config)
