@@ -1,0 +1,217 @@
+"""The Ray backend: same tables as a local run, resume across backends, a real multi-process
+cluster, classification through the same seam, and one-line errors (tiny budgets throughout)."""
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import frd.rl_experiment as experiment
+from frd.backends import MISSING_RAY, Backend, RaySession, group_runs, import_ray
+from frd.cli import main
+from frd.errors import FrdError
+from frd.rl_runner import RLConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING = ["wall_seconds"]  # a share of a batch's compute: differs with the batch; comm_seconds does not
+TINY = ["--agents", "2", "--hidden", "8", "--max-episodes", "6", "--period", "2", "--target", "1e9",
+        "--no-progress"]
+TINY_CONFIG = dict(agents=2, hidden=8, max_episodes=6, period=2, target=1e9)
+
+
+def _tables(folder: Path) -> dict[str, pd.DataFrame]:
+    return {t: pd.read_csv(folder / f"{t}.csv").drop(columns=TIMING, errors="ignore")
+            for t in ("episodes", "ledger", "runs")}
+
+
+def _assert_same_tables(a: Path, b: Path) -> None:
+    for name, frame in _tables(a).items():
+        pd.testing.assert_frame_equal(frame, _tables(b)[name], obj=name)
+
+
+@pytest.fixture(scope="module")
+def ray_here():
+    """One Ray for the tests that need not start their own (each start costs seconds)."""
+    with RaySession(Backend("ray", cpus=2)) as session:
+        yield session
+
+
+# -- no Ray needed ------------------------------------------------------------------------------
+@pytest.mark.parametrize("args, message", [
+    (["--backend", "ray", "--groups", "0"], "--groups must be at least 1, got 0"),
+    (["--backend", "ray", "--cpus", "-1"], "--cpus must be at least 1"),
+    (["--backend", "ray", "--address", "nonsense:port"], "--address is local, auto or HOST:PORT"),
+    (["--backend", "ray", "--address", "10.0.0.5"], "--address is local, auto or HOST:PORT"),
+    (["--backend", "ray", "--address", "auto", "--cpus", "2"], "--cpus sizes a Ray started here"),
+    (["--groups", "2"], "--address, --groups and --cpus need --backend ray"),
+])
+def test_bad_backend_options_are_one_line_and_exit_2(args, message, tmp_path, capsys):
+    for command in (["rl", *TINY], ["cls", "--rounds", "1", "--no-progress"]):
+        assert main([*command, *args, "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()  # refused before anything ran
+
+
+def test_unknown_backend_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["rl", "--backend", "spark", "--out", "x"])
+    assert exit_.value.code == 2 and "invalid choice: 'spark'" in capsys.readouterr().err
+
+
+def test_missing_ray_names_the_extra(monkeypatch, tmp_path, capsys):
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ModuleNotFoundError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(FrdError, match=r"pip install 'frd\[ray\]'"):
+        import_ray()
+    assert main(["rl", *TINY, "--seeds", "1", "--backend", "ray", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"frd: error: {MISSING_RAY}\n"
+
+
+def test_groups_deal_runs_round_robin_so_every_group_mixes_methods():
+    runs = [(m, s) for m in ("frd", "pd", "frl", "independent") for s in range(8)]
+    groups = group_runs(runs, 3)
+    assert sorted(r for g in groups for r in g) == sorted(runs) and [len(g) for g in groups] == [11, 11, 10]
+    assert all(len({m for m, _ in g}) == 4 for g in groups)
+    assert group_runs(runs[:2], 5) == [[runs[0]], [runs[1]]]  # never an empty group
+
+
+# -- Ray on this machine ------------------------------------------------------------------------
+def test_ray_gives_the_tables_of_a_local_run(tmp_path):
+    """Starts and stops its own Ray, as the CLI does; the backend is recorded, not in the resume key."""
+    sweep = ["compare", "--methods", "frd,pd,frl,independent", "--seeds", "8", *TINY]
+    assert main([*sweep, "--out", str(tmp_path / "local")]) == 0
+    assert main([*sweep, "--backend", "ray", "--groups", "3", "--cpus", "2", "--out", str(tmp_path / "ray")]) == 0
+    _assert_same_tables(tmp_path / "local", tmp_path / "ray")
+    assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 32
+    saved = [json.loads((tmp_path / d / "config.json").read_text()) for d in ("local", "ray")]
+    assert saved[1]["config"]["backend"] == {"name": "ray", "address": "local", "groups": 3, "cpus": 2}
+    assert saved[0]["config"]["backend"]["name"] == "local" and saved[0]["resume_key"] == saved[1]["resume_key"]
+    import ray
+
+    assert not ray.is_initialized()  # the Ray it started is stopped
+
+
+def _interrupt_after(n: int, simulate):
+    """``simulate`` that raises KeyboardInterrupt (as Ctrl-C would) once ``n`` runs are saved."""
+    def interrupted(*args, **kwargs):
+        *head, config, runs, on_finished, on_status = args  # a bound method brings its backend first
+        saved = []
+
+        def save_then_stop(tables):
+            on_finished(tables)
+            saved.append(tables)
+            if len(saved) == n:
+                raise KeyboardInterrupt
+        return simulate(*head, config, runs, save_then_stop, on_status)
+    return interrupted
+
+
+@pytest.mark.parametrize("first, then", [("ray", "local"), ("local", "ray")])
+def test_a_sweep_interrupted_on_one_backend_resumes_on_the_other(first, then, tmp_path, monkeypatch, ray_here):
+    config = RLConfig(methods=("pd", "frd", "independent"), seeds=3, **TINY_CONFIG)
+    backends = {"local": Backend(), "ray": Backend("ray", groups=2)}
+    experiment.run_experiment(config, tmp_path / "full", progress=False)
+
+    real = {"local": experiment.simulate, "ray": Backend.simulate}
+    target = {"local": (experiment, "simulate"), "ray": (Backend, "simulate")}
+    monkeypatch.setattr(*target[first], _interrupt_after(4, real[first]))
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_experiment(config, tmp_path / "resumed", progress=False, backend=backends[first])
+    saved = pd.read_csv(tmp_path / "resumed" / "runs.csv")
+    assert len(saved) == 4
+    monkeypatch.setattr(*target[first], real[first])
+
+    asked, executed = [], []
+
+    def counting(*args):
+        *head, config, runs, on_finished, on_status = args
+        asked.extend(runs)
+        return real[then](*head, config, runs, lambda t: (executed.append(t), on_finished(t)), on_status)
+
+    monkeypatch.setattr(*target[then], counting)
+    experiment.run_experiment(config, tmp_path / "resumed", progress=False, backend=backends[then])
+    missing = {(m, s) for m in config.methods for s in range(3)} - set(zip(saved.method, saved.seed))
+    assert sorted(asked) == sorted(missing) and len(executed) == len(missing) == 5  # nothing finished redone
+    _assert_same_tables(tmp_path / "full", tmp_path / "resumed")
+
+
+def test_classification_on_ray_matches_local(tmp_path, ray_here):
+    tiny = ["cls", "--method", "fl", "--dataset", "digits", "--rounds", "2", "--iterations", "2",
+            "--devices", "3", "--seeds", "3", "--no-progress"]
+    assert main([*tiny, "--out", str(tmp_path / "local")]) == 0
+    assert main([*tiny, "--backend", "ray", "--groups", "2", "--out", str(tmp_path / "ray")]) == 0
+    for table, columns in (("runs", ["compute_s"]), ("rounds", ["compute_s"]), ("ledger", [])):
+        local, ray = (pd.read_csv(tmp_path / d / f"{table}.csv").drop(columns=columns) for d in ("local", "ray"))
+        pd.testing.assert_frame_equal(local, ray, obj=table)
+    assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 3
+
+
+# -- a real multi-process cluster ---------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_rl_on_a_ray_cluster_started_with_ray_start(tmp_path):
+    """``ray start --head`` (its own processes, loopback), then ``frd rl --address HOST:PORT`` as
+    another process; the head's processes are stopped by their process group, nothing else."""
+    port = _free_port()
+    temp_dir = tempfile.mkdtemp(prefix="frdhead", dir="/tmp")  # short: Unix socket paths
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    ray_cli = Path(sys.executable).with_name("ray")
+    head = subprocess.Popen(
+        [str(ray_cli), "start", "--head", "--block", "--port", str(port), "--node-ip-address", "127.0.0.1",
+         "--temp-dir", temp_dir, "--num-cpus", "2", "--include-dashboard=false", "--disable-usage-stats",
+         "--object-store-memory", str(200 * 1024 ** 2), "--dashboard-agent-listen-port", str(_free_port())],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "head.log", "w"))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert head.poll() is None, (tmp_path / "head.log").read_text()[-2000:]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the head's GCS never listened"
+                time.sleep(0.2)
+        rl = ["rl", "--method", "frd", "--seeds", "3", *TINY]
+        done = subprocess.run([sys.executable, "-m", "frd", *rl, "--backend", "ray", "--address", f"127.0.0.1:{port}",
+                               "--out", str(tmp_path / "cluster")], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120, env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert head.poll() is None  # the cluster outlives the sweep: only a Ray started by frd is stopped
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)  # ray start and every process it started share its group
+        try:
+            head.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        time.sleep(0.5)
+        try:
+            os.killpg(head.pid, signal.SIGKILL)  # stragglers of the group (workers, agents)
+        except ProcessLookupError:
+            pass
+        import shutil
+
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert main([*rl, "--out", str(tmp_path / "local")]) == 0
+    _assert_same_tables(tmp_path / "local", tmp_path / "cluster")
