@@ -140,7 +140,8 @@ class RaySession:
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self.owned = False
+        self.connected = False  # this process called ray.init: shut down (disconnect) after
+        self.started = False    # …and that started Ray here: the shutdown stops it too
         self.temp_dir: str | None = None
 
     def __enter__(self) -> "RaySession":
@@ -167,7 +168,7 @@ class RaySession:
                 self._cleanup()
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise FrdError(f"cannot start or reach Ray at --address {address}: {first}") from None
-            self.owned = True
+            self.connected, self.started = True, address == "local"
         self.cpus = float(ray.cluster_resources().get("CPU", 1))
         self.pending: list = []
         return self
@@ -191,18 +192,19 @@ class RaySession:
                 yield index[id(gen)], ray.get(ref)
 
     def __exit__(self, *exc_info) -> None:
-        for gen in self.pending:  # interrupted: stop the groups still running
-            try:
-                self.ray.cancel(gen, force=True)
-            except Exception:  # noqa: BLE001 — already finished or gone
-                pass
+        if not self.started:  # interrupted on a cluster that stays up: stop the groups still running
+            for gen in self.pending:  # (a Ray started here stops with everything it runs)
+                try:
+                    self.ray.cancel(gen)
+                except Exception:  # noqa: BLE001 — finished or gone meanwhile
+                    pass
         self.pending = []
         self._cleanup()
 
     def _cleanup(self) -> None:
-        if self.owned:
-            self.ray.shutdown()  # stops the processes this init started
-            self.owned = False
+        if self.connected:
+            self.ray.shutdown()  # stops the processes this init started, if any
+            self.connected = self.started = False
         if self.temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             self.temp_dir = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import shutil
 import os
 import signal
 import socket
@@ -37,13 +38,6 @@ def _tables(folder: Path) -> dict[str, pd.DataFrame]:
 def _assert_same_tables(a: Path, b: Path) -> None:
     for name, frame in _tables(a).items():
         pd.testing.assert_frame_equal(frame, _tables(b)[name], obj=name)
-
-
-@pytest.fixture(scope="module")
-def ray_here():
-    """One Ray for the tests that need not start their own (each start costs seconds)."""
-    with RaySession(Backend("ray", cpus=2)) as session:
-        yield session
 
 
 # -- no Ray needed ------------------------------------------------------------------------------
@@ -92,25 +86,101 @@ def test_groups_deal_runs_round_robin_so_every_group_mixes_methods():
     assert group_runs(runs[:2], 5) == [[runs[0]], [runs[1]]]  # never an empty group
 
 
-# -- Ray on this machine ------------------------------------------------------------------------
-def test_ray_gives_the_tables_of_a_local_run(tmp_path):
-    """Starts and stops its own Ray, as the CLI does; the backend is recorded, not in the resume key."""
+# -- Ray started by frd on this machine ----------------------------------------------------------
+def test_a_ray_started_here_gives_the_tables_of_a_local_run_and_is_stopped(tmp_path):
+    """``--address local`` (the default): frd starts Ray (loopback, capped store, short temp dir),
+    runs the sweep on it and stops it."""
+    import ray
+
+    rl = ["rl", "--method", "frd", "--seeds", "3", *TINY]
+    before = set(Path("/tmp").glob("frdray*"))
+    assert main([*rl, "--out", str(tmp_path / "local")]) == 0
+    assert main([*rl, "--backend", "ray", "--cpus", "1", "--out", str(tmp_path / "ray")]) == 0
+    _assert_same_tables(tmp_path / "local", tmp_path / "ray")
+    assert not ray.is_initialized() and set(Path("/tmp").glob("frdray*")) == before  # stopped, temp dir gone
+
+
+# -- a real multi-process cluster: ray start --head, frd as its driver ---------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _group_members(pgid: int) -> list[str]:
+    return subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
+
+
+def _stop_group(process: subprocess.Popen) -> list[str]:
+    """SIGTERM, then SIGKILL, to the process group of ``process`` (the processes ``ray start``
+    started, nothing else); returns the members still there after both."""
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return []
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if process.poll() is not None and not _group_members(process.pid):
+                return []
+            time.sleep(0.2)
+    return _group_members(process.pid)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A one-machine Ray cluster started as ``ray start --head`` would be on a real head (its own
+    processes, loopback, a free port); this test process connects once as the driver so that the
+    tests below share its workers. Yields the head address."""
+    port = _free_port()
+    temp_dir = tempfile.mkdtemp(prefix="frdhead", dir="/tmp")  # short: Unix socket paths
+    log = tmp_path_factory.mktemp("head") / "head.log"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    head = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--port", str(port),
+         "--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir, "--num-cpus", "2",
+         "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory", str(200 * 1024 ** 2),
+         "--dashboard-agent-listen-port", str(_free_port())],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert head.poll() is None, log.read_text()[-2000:]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the head's GCS never listened"
+                time.sleep(0.2)
+        with RaySession(Backend("ray", address=address)) as session:  # the HOST:PORT path of the CLI
+            assert session.cpus == 2 and session.connected and not session.started  # joined, not frd's to stop
+            yield address
+            assert head.poll() is None  # frd left the cluster it joined running
+        session.ray.shutdown()  # disconnect this driver
+    finally:
+        leftovers = _stop_group(head)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert not leftovers, f"processes of the head left: {leftovers}"
+
+
+def test_rl_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster):
+    """frd compare on the ray start cluster (3 groups) = one local batch; the backend is recorded,
+    not in the resume key."""
     sweep = ["compare", "--methods", "frd,pd,frl,independent", "--seeds", "8", *TINY]
     assert main([*sweep, "--out", str(tmp_path / "local")]) == 0
-    assert main([*sweep, "--backend", "ray", "--groups", "3", "--cpus", "2", "--out", str(tmp_path / "ray")]) == 0
+    assert main([*sweep, "--backend", "ray", "--address", cluster, "--groups", "3",
+                 "--out", str(tmp_path / "ray")]) == 0
     _assert_same_tables(tmp_path / "local", tmp_path / "ray")
     assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 32
     saved = [json.loads((tmp_path / d / "config.json").read_text()) for d in ("local", "ray")]
-    assert saved[1]["config"]["backend"] == {"name": "ray", "address": "local", "groups": 3, "cpus": 2}
+    assert saved[1]["config"]["backend"] == {"name": "ray", "address": cluster, "groups": 3, "cpus": None}
     assert saved[0]["config"]["backend"]["name"] == "local" and saved[0]["resume_key"] == saved[1]["resume_key"]
-    import ray
-
-    assert not ray.is_initialized()  # the Ray it started is stopped
 
 
 def _interrupt_after(n: int, simulate):
     """``simulate`` that raises KeyboardInterrupt (as Ctrl-C would) once ``n`` runs are saved."""
-    def interrupted(*args, **kwargs):
+    def interrupted(*args):
         *head, config, runs, on_finished, on_status = args  # a bound method brings its backend first
         saved = []
 
@@ -124,9 +194,9 @@ def _interrupt_after(n: int, simulate):
 
 
 @pytest.mark.parametrize("first, then", [("ray", "local"), ("local", "ray")])
-def test_a_sweep_interrupted_on_one_backend_resumes_on_the_other(first, then, tmp_path, monkeypatch, ray_here):
+def test_a_sweep_interrupted_on_one_backend_resumes_on_the_other(first, then, tmp_path, monkeypatch, cluster):
     config = RLConfig(methods=("pd", "frd", "independent"), seeds=3, **TINY_CONFIG)
-    backends = {"local": Backend(), "ray": Backend("ray", groups=2)}
+    backends = {"local": Backend(), "ray": Backend("ray", address=cluster, groups=2)}
     experiment.run_experiment(config, tmp_path / "full", progress=False)
 
     real = {"local": experiment.simulate, "ray": Backend.simulate}
@@ -152,66 +222,12 @@ def test_a_sweep_interrupted_on_one_backend_resumes_on_the_other(first, then, tm
     _assert_same_tables(tmp_path / "full", tmp_path / "resumed")
 
 
-def test_classification_on_ray_matches_local(tmp_path, ray_here):
+def test_classification_on_the_cluster_matches_local(tmp_path, cluster):
     tiny = ["cls", "--method", "fl", "--dataset", "digits", "--rounds", "2", "--iterations", "2",
             "--devices", "3", "--seeds", "3", "--no-progress"]
     assert main([*tiny, "--out", str(tmp_path / "local")]) == 0
-    assert main([*tiny, "--backend", "ray", "--groups", "2", "--out", str(tmp_path / "ray")]) == 0
-    for table, columns in (("runs", ["compute_s"]), ("rounds", ["compute_s"]), ("ledger", [])):
-        local, ray = (pd.read_csv(tmp_path / d / f"{table}.csv").drop(columns=columns) for d in ("local", "ray"))
-        pd.testing.assert_frame_equal(local, ray, obj=table)
+    assert main([*tiny, "--backend", "ray", "--address", cluster, "--groups", "2", "--out", str(tmp_path / "ray")]) == 0
+    for table, timing in (("runs", ["compute_s"]), ("rounds", ["compute_s"]), ("ledger", [])):
+        local, on_ray = (pd.read_csv(tmp_path / d / f"{table}.csv").drop(columns=timing) for d in ("local", "ray"))
+        pd.testing.assert_frame_equal(local, on_ray, obj=table)
     assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 3
-
-
-# -- a real multi-process cluster ---------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_rl_on_a_ray_cluster_started_with_ray_start(tmp_path):
-    """``ray start --head`` (its own processes, loopback), then ``frd rl --address HOST:PORT`` as
-    another process; the head's processes are stopped by their process group, nothing else."""
-    port = _free_port()
-    temp_dir = tempfile.mkdtemp(prefix="frdhead", dir="/tmp")  # short: Unix socket paths
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-    ray_cli = Path(sys.executable).with_name("ray")
-    head = subprocess.Popen(
-        [str(ray_cli), "start", "--head", "--block", "--port", str(port), "--node-ip-address", "127.0.0.1",
-         "--temp-dir", temp_dir, "--num-cpus", "2", "--include-dashboard=false", "--disable-usage-stats",
-         "--object-store-memory", str(200 * 1024 ** 2), "--dashboard-agent-listen-port", str(_free_port())],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "head.log", "w"))
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert head.poll() is None, (tmp_path / "head.log").read_text()[-2000:]
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the head's GCS never listened"
-                time.sleep(0.2)
-        rl = ["rl", "--method", "frd", "--seeds", "3", *TINY]
-        done = subprocess.run([sys.executable, "-m", "frd", *rl, "--backend", "ray", "--address", f"127.0.0.1:{port}",
-                               "--out", str(tmp_path / "cluster")], cwd=ROOT, capture_output=True, text=True,
-                              timeout=120, env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert head.poll() is None  # the cluster outlives the sweep: only a Ray started by frd is stopped
-    finally:
-        os.killpg(head.pid, signal.SIGTERM)  # ray start and every process it started share its group
-        try:
-            head.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
-        time.sleep(0.5)
-        try:
-            os.killpg(head.pid, signal.SIGKILL)  # stragglers of the group (workers, agents)
-        except ProcessLookupError:
-            pass
-        import shutil
-
-        shutil.rmtree(temp_dir, ignore_errors=True)
-    assert main([*rl, "--out", str(tmp_path / "local")]) == 0
-    _assert_same_tables(tmp_path / "local", tmp_path / "cluster")
