@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -206,7 +207,11 @@ class RaySession:
             self.ray.shutdown()  # stops the processes this init started, if any
             self.connected = self.started = False
         if self.temp_dir:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            for _ in range(10):  # Ray's last exits may still write logs
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+                if not os.path.exists(self.temp_dir):
+                    break
+                time.sleep(0.2)
             self.temp_dir = None
 
 
