@@ -17,7 +17,9 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass, is_dataclass
@@ -161,6 +163,7 @@ class RaySession:
                                _temp_dir=self.temp_dir, _node_ip_address="127.0.0.1")
             else:
                 options.update(address=address)
+            on_sigterm = signal.getsignal(signal.SIGTERM)
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", FutureWarning)
@@ -169,6 +172,9 @@ class RaySession:
                 self._cleanup()
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise FrdError(f"cannot start or reach Ray at --address {address}: {first}") from None
+            finally:  # ray.init makes SIGTERM exit at once; kill must stop a sweep like Ctrl-C, as locally
+                if on_sigterm is not None and threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGTERM, on_sigterm)
             self.connected, self.started = True, address == "local"
         self.cpus = float(ray.cluster_resources().get("CPU", 1))
         self.pending: list = []

@@ -87,17 +87,38 @@ def test_groups_deal_runs_round_robin_so_every_group_mixes_methods():
 
 
 # -- Ray started by frd on this machine ----------------------------------------------------------
-def test_a_ray_started_here_gives_the_tables_of_a_local_run_and_is_stopped(tmp_path):
-    """``--address local`` (the default): frd starts Ray (loopback, capped store, short temp dir),
-    runs the sweep on it and stops it."""
+def test_a_ray_started_here_is_killed_like_a_local_run_and_resumes_locally(tmp_path, monkeypatch):
+    """``--address local`` (the default): frd starts Ray (loopback, capped store, short temp dir).
+    ``kill`` (SIGTERM) after two runs streamed back stops the sweep like Ctrl-C (exit 130, Ray
+    stopped, its temp dir gone); the local backend then finishes it: the tables of a local run."""
     import ray
 
-    rl = ["rl", "--method", "frd", "--seeds", "3", *TINY]
+    import frd.cli as cli
+    from frd.results import ResultStore
+
+    rl = ["rl", "--method", "frd", "--seeds", "4", *TINY]
     before = set(Path("/tmp").glob("frdray*"))
-    assert main([*rl, "--out", str(tmp_path / "local")]) == 0
-    assert main([*rl, "--backend", "ray", "--cpus", "1", "--out", str(tmp_path / "ray")]) == 0
-    _assert_same_tables(tmp_path / "local", tmp_path / "ray")
+    previous = signal.getsignal(signal.SIGTERM)
+    real_save, saved = ResultStore.save_run, []
+
+    def save_then_kill(self, tables):
+        real_save(self, tables)
+        saved.append(tables)
+        if len(saved) == 2:
+            signal.raise_signal(signal.SIGTERM)  # what `kill` sends, mid-sweep
+
+    try:
+        assert main([*rl, "--out", str(tmp_path / "local")]) == 0
+        monkeypatch.setattr(ResultStore, "save_run", save_then_kill)
+        assert main([*rl, "--backend", "ray", "--cpus", "1", "--out", str(tmp_path / "ray")]) == 130
+        assert signal.getsignal(signal.SIGTERM) is cli._stop  # frd's handler, not the one ray.init sets
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert not ray.is_initialized() and set(Path("/tmp").glob("frdray*")) == before  # stopped, temp dir gone
+    assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 2
+    monkeypatch.setattr(ResultStore, "save_run", real_save)
+    assert main([*rl, "--out", str(tmp_path / "ray")]) == 0
+    _assert_same_tables(tmp_path / "local", tmp_path / "ray")
 
 
 # -- a real multi-process cluster: ray start --head, frd as its driver ---------------------------
