@@ -23,12 +23,9 @@ import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass, is_dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from frd.errors import FrdError
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 BACKENDS = ("local", "ray")
 OBJECT_STORE_BYTES = 256 * 1024 ** 2
