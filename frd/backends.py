@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -125,6 +126,15 @@ def _is_loopback(address: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+def _check_listening(address: str, timeout: float = 5.0) -> None:
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise FrdError(f"no Ray head answers at --address {address} ({exc.strerror or exc}); "
+                       f"start one there with: ray start --head --port {port}") from None
+
+
 def import_ray():
     """Ray, or a one-line error naming the extra to install."""
     try:
@@ -159,6 +169,8 @@ class RaySession:
                                object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
                                _temp_dir=self.temp_dir, _node_ip_address="127.0.0.1")
             else:
+                if address != "auto":
+                    _check_listening(address)  # Ray itself would retry an absent head forever
                 options.update(address=address)
             on_sigterm = signal.getsignal(signal.SIGTERM)
             try:

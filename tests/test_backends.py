@@ -78,6 +78,16 @@ def test_missing_ray_names_the_extra(monkeypatch, tmp_path, capsys):
     assert capsys.readouterr().err == f"frd: error: {MISSING_RAY}\n"
 
 
+def test_an_absent_head_is_one_line_not_endless_retries(tmp_path, capsys):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["rl", *TINY, "--seeds", "1", "--backend", "ray", "--address", f"127.0.0.1:{port}",
+                 "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"no Ray head answers at --address 127.0.0.1:{port}" in err and err.count("\n") == 1
+
+
 def test_groups_deal_runs_round_robin_so_every_group_mixes_methods():
     runs = [(m, s) for m in ("frd", "pd", "frl", "independent") for s in range(8)]
     groups = group_runs(runs, 3)
