@@ -30,6 +30,14 @@ TINY = ["--agents", "2", "--hidden", "8", "--max-episodes", "6", "--period", "2"
 TINY_CONFIG = dict(agents=2, hidden=8, max_episodes=6, period=2, target=1e9)
 
 
+@pytest.fixture(autouse=True)
+def no_figures(monkeypatch):
+    """These tests compare tables; the figures (tested elsewhere) would cost seconds per sweep."""
+    for target in ("frd.rl_experiment.plot_mission", "frd.rl_experiment.plot_payload",
+                   "classification.cli.plot_accuracy"):
+        monkeypatch.setattr(target, lambda *args, **kwargs: None)
+
+
 def _tables(folder: Path) -> dict[str, pd.DataFrame]:
     return {t: pd.read_csv(folder / f"{t}.csv").drop(columns=TIMING, errors="ignore")
             for t in ("episodes", "ledger", "runs")}
