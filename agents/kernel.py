@@ -20,12 +20,13 @@ that vectorizes, where libm's ``tanhf`` would be a scalar call per unit.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
 
 FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
-JIT = dict(cache=True, error_model="numpy", fastmath=FASTMATH, boundscheck=False)
+JIT: dict[str, Any] = dict(cache=True, error_model="numpy", fastmath=FASTMATH, boundscheck=False)
 
 
 @njit(**JIT)

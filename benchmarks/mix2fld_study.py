@@ -1,6 +1,6 @@
 """The Mix2FLD letter's study [seed 003, Fig. 2 and Tables II–III], reproduced on MNIST.
 
-    python -m benchmarks.mix2fld_study [--workers 2] [--seeds 1] [--scale cpu|paper]
+    python -m benchmarks.mix2fld_study [--backend ray|local] [--groups 2] [--seeds 1] [--scale cpu|paper]
 
 a. 10 devices × 500 MNIST samples (the shared test set split 80/20 into pool and test), IID and
    the letter's non-IID split, asymmetric and symmetric wireless channels (SPEC §2), FL, FD,
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -37,15 +36,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import torch  # noqa: E402
 
 from classification.config import ClsConfig  # noqa: E402
 from classification.context import RunContext  # noqa: E402
 from classification.data import load_dataset  # noqa: E402
 from classification.methods import CLS_METHODS, COMMON_FIELDS, cls_config  # noqa: E402
 from classification.privacy import PRIVACY_GAMMAS, privacy_table  # noqa: E402
-from classification.runner import run_experiment  # noqa: E402
+from frd.backends import Backend, add_backend_arguments, backend_from_args  # noqa: E402
 from frd.channel import make_wireless  # noqa: E402
+from frd.errors import FrdError  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
+from frd.results import ResultStore, run_id  # noqa: E402
 
 PARTITIONS = {"iid": "IID", "mix2fld": "non-IID"}
 CHANNELS = {"asymmetric": ("wireless-asymmetric", {}), "symmetric": ("wireless-symmetric", {}),
@@ -91,12 +93,32 @@ def folder(work: Path, cell: str, config: ClsConfig) -> Path:
     return work / f"{config.method}-{config.partition}-{cell.replace(' ', '').replace('.', '')}-{seeds}"
 
 
-def run_one(job: Job) -> float:
-    label, cell, config, out = job
-    started = time.perf_counter()
-    run_experiment(config, out, progress=False)
-    print(f"{label:>18} {config.partition:>8} {cell:>13}: {time.perf_counter() - started:6.1f} s", flush=True)
-    return time.perf_counter() - started
+def run_grid(jobs: list[Job], backend: Backend) -> list[float]:
+    """Every unfinished seed of every job on ``backend`` (one dataset, loaded once), each run saved
+    in its job's folder as it finishes; returns each job's measured compute seconds."""
+    stores = [ResultStore(out, backend.record(config), config.resume_key()) for _, _, config, out in jobs]
+    work = [(j, config, seed) for j, ((_, _, config, _), store) in enumerate(zip(jobs, stores))
+            for seed in range(config.seeds) if run_id(config.method, seed) not in store.finished()]
+    seconds = [0.0] * len(jobs)
+    if not work:
+        return seconds
+    sources = {(c.dataset, c.data_dir, c.download, c.test_fraction, c.split_seed) for _, c, _ in work}
+    assert len(sources) == 1, "the grid shares one dataset"
+    dataset, data_dir, download, test_fraction, split_seed = sources.pop()
+    data = load_dataset(dataset, data_dir, download=download, test_fraction=test_fraction, split_seed=split_seed)
+    torch.set_num_threads(work[0][1].threads)  # local backend; Ray tasks set their own
+    try:
+        for i, tables in backend.iter_cls([(config, seed) for _, config, seed in work], data):
+            j = work[i][0]
+            stores[j].save_run(tables)
+            seconds[j] += float(tables["runs"]["compute_s"].sum())
+            label, cell, config, _ = jobs[j]
+            print(f"{label:>18} {config.partition:>8} {cell:>13} seed {work[i][2]}: "
+                  f"{tables['runs']['compute_s'].sum():6.1f} s", flush=True)
+    finally:
+        for store in stores:
+            store.consolidate()  # also after Ctrl-C: rerun to resume
+    return seconds
 
 
 def collect(jobs: list[Job]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -144,8 +166,8 @@ def uplink_of(jobs: list[Job]) -> pd.DataFrame:
     for label, cell, config, out in jobs:
         ledger = pd.read_csv(out / "ledger.csv")
         up = ledger[ledger["direction"] == "up"]
-        for run_id, part in up.groupby("run_id"):
-            seed = int(str(run_id).rsplit("seed", 1)[1])
+        for rid, part in up.groupby("run_id"):
+            seed = int(str(rid).rsplit("seed", 1)[1])
             rows.append(dict(partition=PARTITIONS[config.partition], channel=cell, label=label,
                              seed=seed, bits_up_per_round=part.loc[part["round"] >= 1, "bits"].mean(),
                              seed_bits=part.loc[part["round"] == 0, "bits"].sum(),
@@ -220,7 +242,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--scale", choices=list(SCALES), default="cpu")
-    parser.add_argument("--workers", type=int, default=2, help="runs in parallel, one torch thread each")
+    add_backend_arguments(parser, default="ray")  # ray: runs in parallel over the cores, one torch thread each
+    parser.add_argument("--workers", dest="groups", type=int, help=argparse.SUPPRESS)  # the old name of --groups
     parser.add_argument("--data-dir", help="MNIST IDX files (default ../shared/data/mnist)")
     parser.add_argument("--work", default="results/mix2fld_study", help="raw runs (resumable)")
     parser.add_argument("--out", default="benchmarks/results", help="CSV summaries and PNGs")
@@ -236,11 +259,14 @@ def main() -> None:
         jobs = [job for job in jobs if (job[3] / "runs.csv").exists()]
     else:
         started = time.perf_counter()
-        with ProcessPoolExecutor(args.workers) as pool:
-            timings = pd.DataFrame([dict(label=label, partition=c.partition, channel=cell, seconds=s)
-                                    for (label, cell, c, _), s in zip(jobs, pool.map(run_one, jobs))])
+        try:
+            backend = backend_from_args(args)
+        except FrdError as exc:
+            parser.error(str(exc))
+        timings = pd.DataFrame([dict(label=label, partition=c.partition, channel=cell, seconds=s)  # compute s
+                                for (label, cell, c, _), s in zip(jobs, run_grid(jobs, backend))])
         timings.to_csv(out / "mix2fld_timings.csv", index=False)
-        print(f"grid: {time.perf_counter() - started:.0f} s wall-clock with {args.workers} workers")
+        print(f"grid: {time.perf_counter() - started:.0f} s wall-clock on backend {backend.name}")
 
     runs, rounds = collect(jobs)
     table = summary(runs, rounds, uplink_of(jobs))

@@ -12,6 +12,7 @@ from classification.models import MODELS
 from classification.partitions import PARTITIONS
 from classification.report import plot_accuracy, summarize
 from classification.runner import run_experiment
+from frd.backends import add_backend_arguments, backend_from_args
 from frd.channel import CHANNELS, parse_channel_option
 from frd.options import add_option_flags, given_options
 from frd.results import run_id
@@ -57,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--paper", action="store_true", help="start from the paper's parameters instead of the CPU defaults")
     p.add_argument("--out", metavar="DIR", help="results folder (default results/cls/<method>-<dataset>-<partition>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_backend_arguments(p)
     add_option_flags(p, CLS_METHODS)
     p.set_defaults(run=run)
 
@@ -74,7 +76,7 @@ def config_from_args(args: argparse.Namespace) -> ClsConfig:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     out = Path(args.out or f"results/cls/{config.method}-{config.dataset}-{config.partition}")
-    store = run_experiment(config, out, progress=not args.no_progress)
+    store = run_experiment(config, out, progress=not args.no_progress, backend=backend_from_args(args))
     ids = {run_id(config.method, s) for s in range(config.seeds)}
     runs, rounds, ledger = (store.read(t) for t in ("runs", "rounds", "ledger"))
     runs, rounds = runs[runs["run_id"].isin(ids)], rounds[rounds["run_id"].isin(ids)]

@@ -105,7 +105,7 @@ def pairs_for_labels(labels: np.ndarray, wanted: np.ndarray, n_mix: int, rng: np
     """Up to ``n_mix`` disjoint (i, j) index pairs whose labels are the first entries of ``wanted``
     (label pairs, in order) that this device can still serve; each raw sample enters one mix."""
     unused = {int(c): list(rng.permutation(np.flatnonzero(labels == c))) for c in np.unique(labels)}
-    pairs = []
+    pairs: list[tuple[int, int]] = []
     for a, b in wanted.tolist():
         if len(pairs) == n_mix:
             break

@@ -16,6 +16,7 @@ from classification.data import Dataset, load_dataset
 from classification.methods import GLOBAL, Method, get_method
 from classification.models import count_parameters
 from classification.training import evaluate
+from frd.backends import LOCAL, Backend
 from frd.channel import make_channel
 from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
@@ -98,8 +99,10 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset,
     return {"runs": runs, "rounds": rounds, "ledger": ledger.frame()}
 
 
-def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True) -> ResultStore:
-    """Every seed of ``config`` not already finished in ``out_dir``; results are saved per seed.
+def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True,
+                   backend: Backend = LOCAL) -> ResultStore:
+    """Every seed of ``config`` not already finished in ``out_dir``, on ``backend``; results are
+    saved per seed.
 
     The dataset, partition, model and method are built and checked (on seed 0) before the
     results folder is touched, so a fixable error leaves nothing behind that blocks the rerun.
@@ -108,14 +111,14 @@ def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True
                         test_fraction=config.test_fraction, split_seed=config.split_seed)
     torch.set_num_threads(config.threads)
     build_run(config, 0, data)
-    store = ResultStore(out_dir, config, config.resume_key())
+    store = ResultStore(out_dir, backend.record(config), config.resume_key())
     todo = [s for s in range(config.seeds) if run_id(config.method, s) not in store.finished()]
     try:
         if todo:
             with tqdm(total=len(todo) * config.rounds, disable=not progress, unit="round",
                       desc=f"{config.method} on {config.dataset}") as bar:
-                for seed in todo:
-                    store.save_run(run_seed(config, seed, data, on_round=lambda: bar.update()))
+                for _, tables in backend.iter_cls([(config, seed) for seed in todo], data, bar.update):
+                    store.save_run(tables)
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished seed
     return store

@@ -51,7 +51,7 @@ def test_kill_stops_a_run_like_ctrl_c(tmp_path, monkeypatch):
 
     import frd.cli as cli
 
-    def killed(config, out_dir, progress=True):
+    def killed(config, out_dir, progress=True, **backend):
         signal.raise_signal(signal.SIGTERM)  # what `kill` sends, mid-experiment
 
     monkeypatch.setattr("frd.rl.cli.run_experiment", killed)

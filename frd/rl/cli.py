@@ -10,6 +10,7 @@ import argparse
 import pandas as pd
 
 from envs.lanes import check_env_id
+from frd.backends import add_backend_arguments, backend_from_args
 from frd.channel import parse_channel_option
 from frd.options import add_option_flags, given_options
 from frd.rl.config import RLConfig, rl_config
@@ -45,6 +46,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--single-agent-reference", action="store_true",
                    help="also run one independent agent per seed (in OUT/single-agent) and show its row")
+    add_backend_arguments(p)
     add_option_flags(p, RL_METHODS)
 
 
@@ -59,7 +61,7 @@ def config_from_args(args: argparse.Namespace, methods: tuple[str, ...]) -> RLCo
 
 def _run(args: argparse.Namespace, methods: tuple[str, ...]) -> int:
     summary = run_experiment(config_from_args(args, methods), args.out, progress=not args.no_progress,
-                             single_agent_reference=args.single_agent_reference)
+                             single_agent_reference=args.single_agent_reference, backend=backend_from_args(args))
     with pd.option_context("display.width", 250, "display.max_columns", None):
         for _, row in summary.iterrows():
             print(f"\n== {row['method']} ({row['agents']} agents, {row['runs']} runs) ==")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
+from frd.backends import LOCAL, Backend
 from frd.results import ResultStore, atomic_write_csv, run_id
 from frd.rl.config import RLConfig
 from frd.rl.plots import plot_mission, plot_payload
@@ -18,11 +19,11 @@ SINGLE_AGENT = "single-agent"
 
 
 def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
-                   single_agent_reference: bool = False) -> pd.DataFrame:
+                   single_agent_reference: bool = False, backend: Backend = LOCAL) -> pd.DataFrame:
     """Run every method × seed not already in ``out_dir``; return the summary table.
 
-    Each run's rows are saved the moment it finishes, so an interrupted experiment resumes
-    where it stopped when the same command is run again. ``single_agent_reference`` also runs
+    Each run's rows are saved the moment it finishes (on any ``backend``), so an interrupted
+    experiment resumes where it stopped when the same command is run again. ``single_agent_reference`` also runs
     one independent agent per seed (in ``out_dir/single-agent``), whose row the summary gains:
     what learning alone takes, against which first-of-N missions can be read.
     """
@@ -30,18 +31,24 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
     reference = None
     if single_agent_reference:
         alone = replace(config, agents=1, methods=("independent",), options={})
-        run_experiment(alone, Path(out_dir) / SINGLE_AGENT, progress)
-        reference = ResultStore(Path(out_dir) / SINGLE_AGENT, alone, alone.resume_key())
-    store = ResultStore(out_dir, config, config.resume_key())
+        run_experiment(alone, Path(out_dir) / SINGLE_AGENT, progress, backend=backend)
+        reference = ResultStore(Path(out_dir) / SINGLE_AGENT, backend.record(alone), alone.resume_key())
+    store = ResultStore(out_dir, backend.record(config), config.resume_key())
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     done = store.finished()
     todo = [(m, s) for m in config.methods for s in seeds if run_id(m, s) not in done]
     total = len(config.methods) * config.seeds
     try:
         with tqdm(total=total, initial=total - len(todo), desc="runs", unit="run", disable=not progress) as bar:
-            for tables in iter_simulate(config, todo, bar.set_postfix_str):  # all methods in one batch
+            def finished(tables: dict[str, pd.DataFrame]) -> None:
                 store.save_run(tables)
                 bar.update()
+
+            if backend.local:
+                for tables in iter_simulate(config, todo, bar.set_postfix_str):  # all methods in one batch
+                    finished(tables)
+            else:
+                backend.simulate(config, todo, finished, bar.set_postfix_str)
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished run
     return report(store, config, reference)

@@ -1,0 +1,270 @@
+"""Where runs execute: ``local`` (in this process, one batch) or ``ray`` (groups of runs as Ray
+tasks over a machine's cores or a cluster).
+
+A Ray task runs the same batched engine on its group and streams each finished run's tables back
+the moment it finishes (a streaming generator); the driver saves it through ``ResultStore`` as a
+local run would. So results live with the driver (no shared filesystem), and resume, Ctrl-C and
+``kill`` behave as they do locally: a run counts once its tables are saved, a run in flight is
+redone. The backend is recorded in ``config.json`` but is no part of the resume key: a sweep
+started on one backend resumes on the other.
+
+Engine settings are set here, not left to the environment: no usage statistics, a capped object
+store, a short temp dir (Unix socket paths must stay short) and, on one machine, loopback only.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import asdict, dataclass, is_dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+from frd.errors import FrdError
+
+BACKENDS = ("local", "ray")
+OBJECT_STORE_BYTES = 256 * 1024 ** 2
+"""Object store of a Ray started here: tables and a dataset fit; Ray's default is 30 % of RAM in /dev/shm."""
+MISSING_RAY = "--backend ray needs Ray: pip install 'frd[ray]'"
+
+Tables = dict  # {"runs": DataFrame, ...}: one finished run
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str = "local"             # local or ray
+    address: str = "local"          # ray: local (start one here), auto, or HOST:PORT of a running cluster
+    groups: int | None = None       # ray: tasks per sweep (default CPUs ÷ threads)
+    cpus: int | None = None         # ray with address local: CPUs of the Ray started here (default all)
+
+    def __post_init__(self) -> None:
+        if self.name not in BACKENDS:
+            raise FrdError(f"unknown backend {self.name!r}; choose {' or '.join(BACKENDS)}")
+        for option, value in (("groups", self.groups), ("cpus", self.cpus)):
+            if value is not None and value < 1:
+                raise FrdError(f"--{option} must be at least 1, got {value}")
+        if self.name == "local" and (self.address != "local" or self.groups or self.cpus):
+            raise FrdError("--address, --groups and --cpus need --backend ray")
+        if self.address not in ("local", "auto"):
+            host, _, port = self.address.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise FrdError(f"--address is local, auto or HOST:PORT (e.g. 10.0.0.5:6379), got {self.address!r}")
+        if self.cpus is not None and self.address != "local":
+            raise FrdError("--cpus sizes a Ray started here (--address local); a cluster's nodes set "
+                           "theirs with ray start --num-cpus")
+
+    @property
+    def local(self) -> bool:
+        return self.name == "local"
+
+    def record(self, config: Any) -> dict:
+        """``config`` as saved in config.json, with this backend beside it (not in the resume key)."""
+        saved = asdict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
+        return {**saved, "backend": asdict(self)}
+
+    # -- RL ---------------------------------------------------------------------------------
+    def simulate(self, config: Any, runs: Sequence[tuple[str, int]], on_finished: Callable[[Tables], None],
+                 on_status: Callable[[str], None] = lambda text: None) -> None:
+        """``frd.rl.runner.simulate`` on this backend: ``on_finished`` gets each run's tables."""
+        from frd.rl.runner import iter_simulate
+
+        if self.local:
+            for tables in iter_simulate(config, runs, on_status):
+                on_finished(tables)
+            return
+        if not runs:
+            return
+        with RaySession(self) as session:
+            groups = group_runs(runs, session.groups(config.threads, len(runs)))
+            on_status(f"ray: {len(groups)} groups on {session.cpus:g} CPUs")
+            task = session.ray.remote(_rl_group).options(num_returns="streaming", num_cpus=config.threads)
+            config_ref = session.ray.put(config)
+            for _, tables in session.stream([task.remote(config_ref, group) for group in groups]):
+                on_finished(tables)
+
+    # -- classification ----------------------------------------------------------------------
+    def iter_cls(self, work: Sequence[tuple[Any, int]], data: Any,
+                 on_round: Callable[[], object] = lambda: None) -> Iterator[tuple[int, Tables]]:
+        """(index into ``work``, tables) of each (config, seed) of ``work`` as it finishes.
+
+        Locally in order, one after the other; on Ray in groups, the dataset put once."""
+        if self.local:
+            from classification.runner import run_seed
+
+            for i, (config, seed) in enumerate(work):
+                yield i, run_seed(config, seed, data, on_round=on_round)
+            return
+        if not work:
+            return
+        threads = max(config.threads for config, _ in work)
+        with RaySession(self) as session:
+            indices = group_runs(list(range(len(work))), session.groups(threads, len(work)))
+            task = session.ray.remote(_cls_group).options(num_returns="streaming", num_cpus=threads)
+            data_ref = session.ray.put(data)
+            gens = [task.remote([(i, *work[i]) for i in group], data_ref) for group in indices]
+            for _, (i, tables) in session.stream(gens):
+                for _ in range(work[i][0].rounds):
+                    on_round()
+                yield i, tables
+
+
+LOCAL = Backend()
+"""This process, one batch: the default backend."""
+
+
+def group_runs(runs: Sequence, groups: int) -> list[list]:
+    """Deal ``runs`` (method-major, as the sweeps list them) round-robin into at most ``groups``
+    groups, so that every group mixes methods and seeds and the costly methods spread evenly."""
+    groups = max(1, min(groups, len(runs)))
+    return [list(runs[g::groups]) for g in range(groups)]
+
+
+# -- Ray ---------------------------------------------------------------------------------------
+def _is_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _check_listening(address: str, timeout: float = 5.0) -> None:
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise FrdError(f"no Ray head answers at --address {address} ({exc.strerror or exc}); "
+                       f"start one there with: ray start --head --port {port}") from None
+
+
+def import_ray():
+    """Ray, or a one-line error naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise FrdError(MISSING_RAY) from None
+    return ray
+
+
+class RaySession:
+    """Ray for the length of a sweep: started here (address local) and stopped after, or joined
+    (auto, HOST:PORT) and left running. A Ray already initialised in this process is used as is."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.connected = False  # this process called ray.init: shut down (disconnect) after
+        self.started = False    # …and that started Ray here: the shutdown stops it too
+        self.temp_dir: str | None = None
+
+    def __enter__(self) -> "RaySession":
+        os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+        os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # silences a FutureWarning
+        address = self.backend.address
+        if address == "local" or _is_loopback(address):
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # node address 127.0.0.1, not the LAN's
+        self.ray = ray = import_ray()
+        if not ray.is_initialized():
+            options: dict[str, Any] = dict(logging_level=logging.WARNING, log_to_driver=True)
+            if address == "local":
+                self.temp_dir = tempfile.mkdtemp(prefix="frdray", dir="/tmp")
+                options.update(address="local", num_cpus=self.backend.cpus or os.cpu_count() or 1,
+                               object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
+                               _temp_dir=self.temp_dir, _node_ip_address="127.0.0.1")
+            else:
+                if address != "auto":
+                    _check_listening(address)  # Ray itself would retry an absent head forever
+                options.update(address=address)
+            on_sigterm = signal.getsignal(signal.SIGTERM)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FutureWarning)
+                    ray.init(**options)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                self._cleanup()
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise FrdError(f"cannot start or reach Ray at --address {address}: {first}") from None
+            finally:  # ray.init makes SIGTERM exit at once; kill must stop a sweep like Ctrl-C, as locally
+                if on_sigterm is not None and threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGTERM, on_sigterm)
+            self.connected, self.started = True, address == "local"
+        self.cpus = float(ray.cluster_resources().get("CPU", 1))
+        self.pending: list = []
+        return self
+
+    def groups(self, threads: int, runs: int) -> int:
+        return min(self.backend.groups or max(1, int(self.cpus // threads)), runs)
+
+    def stream(self, generators: list) -> Iterator[Any]:
+        """(generator index, item) of every item of the streaming ``generators``, as they arrive."""
+        ray = self.ray
+        index = {id(gen): i for i, gen in enumerate(generators)}
+        self.pending = list(generators)
+        while self.pending:
+            ready, _ = ray.wait(self.pending, num_returns=1)
+            for gen in ready:
+                try:
+                    ref = next(gen)
+                except StopIteration:
+                    self.pending.remove(gen)
+                    continue
+                yield index[id(gen)], ray.get(ref)
+
+    def __exit__(self, *exc_info) -> None:
+        if not self.started:  # interrupted on a cluster that stays up: stop the groups still running
+            for gen in self.pending:  # (a Ray started here stops with everything it runs)
+                try:
+                    self.ray.cancel(gen)
+                except Exception:  # noqa: BLE001 — finished or gone meanwhile
+                    pass
+        self.pending = []
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self.connected:
+            self.ray.shutdown()  # stops the processes this init started, if any
+            self.connected = self.started = False
+        if self.temp_dir:
+            for _ in range(10):  # Ray's last exits may still write logs
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+                if not os.path.exists(self.temp_dir):
+                    break
+                time.sleep(0.2)
+            self.temp_dir = None
+
+
+def _rl_group(config: Any, runs: list[tuple[str, int]]) -> Iterator[Tables]:
+    """A Ray task: one batch of the engine over ``runs``, each run's tables yielded as it finishes."""
+    from frd.rl.runner import iter_simulate
+
+    yield from iter_simulate(config, runs)
+
+
+def _cls_group(work: list[tuple[int, Any, int]], data: Any) -> Iterator[tuple[int, Tables]]:
+    """A Ray task: the seeds of ``work`` one after the other, each one's tables yielded when done."""
+    import torch
+
+    from classification.runner import run_seed
+
+    for i, config, seed in work:
+        torch.set_num_threads(config.threads)
+        yield i, run_seed(config, seed, data)
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+def add_backend_arguments(parser: argparse.ArgumentParser, default: str = "local") -> None:
+    group = parser.add_argument_group("backend (where runs execute)")
+    group.add_argument("--backend", choices=BACKENDS, default=default,
+                       help=f"local: this process; ray: groups of runs as Ray tasks (default {default})")
+    group.add_argument("--address", default="local",
+                       help="ray: local (start Ray here, stopped after), auto (the running cluster, "
+                            "e.g. under ray job submit) or HOST:PORT of its head (default local)")
+    group.add_argument("--groups", type=int, help="ray: Ray tasks, each one batch of runs (default CPUs ÷ --threads)")
+    group.add_argument("--cpus", type=int, help="ray with --address local: CPUs Ray may use (default all)")
+
+
+def backend_from_args(args: argparse.Namespace) -> Backend:
+    """The backend the options ask for; bad values raise a one-line ``FrdError``."""
+    return Backend(args.backend, args.address, args.groups, args.cpus)

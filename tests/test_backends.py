@@ -1,0 +1,296 @@
+"""The Ray backend: same tables as a local run, resume across backends, a real multi-process
+cluster, classification through the same seam, and one-line errors (tiny budgets throughout)."""
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import frd.rl.experiment as experiment
+from frd.backends import MISSING_RAY, Backend, RaySession, group_runs, import_ray
+from frd.cli import main
+from frd.errors import FrdError
+from frd.rl.config import RLConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING = ["compute_s"]  # a share of a batch's compute: differs with the batch; comm_s does not
+TINY = ["--agents", "2", "--hidden", "8", "--max-episodes", "6", "--period", "2", "--target", "1e9",
+        "--no-progress"]
+TINY_CONFIG = dict(agents=2, hidden=8, max_episodes=6, period=2, target=1e9)
+
+
+@pytest.fixture(autouse=True)
+def no_figures(monkeypatch):
+    """These tests compare tables; the figures (tested elsewhere) would cost seconds per sweep."""
+    for target in ("frd.rl.experiment.plot_mission", "frd.rl.experiment.plot_payload",
+                   "classification.cli.plot_accuracy"):
+        monkeypatch.setattr(target, lambda *args, **kwargs: None)
+
+
+def _tables(folder: Path) -> dict[str, pd.DataFrame]:
+    return {t: pd.read_csv(folder / f"{t}.csv").drop(columns=TIMING, errors="ignore")
+            for t in ("episodes", "ledger", "runs")}
+
+
+def _assert_same_tables(a: Path, b: Path) -> None:
+    for name, frame in _tables(a).items():
+        pd.testing.assert_frame_equal(frame, _tables(b)[name], obj=name)
+
+
+# -- no Ray needed ------------------------------------------------------------------------------
+@pytest.mark.parametrize("args, message", [
+    (["--backend", "ray", "--groups", "0"], "--groups must be at least 1, got 0"),
+    (["--backend", "ray", "--cpus", "-1"], "--cpus must be at least 1"),
+    (["--backend", "ray", "--address", "nonsense:port"], "--address is local, auto or HOST:PORT"),
+    (["--backend", "ray", "--address", "10.0.0.5"], "--address is local, auto or HOST:PORT"),
+    (["--backend", "ray", "--address", "auto", "--cpus", "2"], "--cpus sizes a Ray started here"),
+    (["--groups", "2"], "--address, --groups and --cpus need --backend ray"),
+])
+def test_bad_backend_options_are_one_line_and_exit_2(args, message, tmp_path, capsys):
+    for command in (["rl", *TINY], ["cls", "--rounds", "1", "--no-progress"]):
+        assert main([*command, *args, "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()  # refused before anything ran
+
+
+def test_unknown_backend_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["rl", "--backend", "spark", "--out", "x"])
+    assert exit_.value.code == 2 and "invalid choice: 'spark'" in capsys.readouterr().err
+
+
+def test_missing_ray_names_the_extra(monkeypatch, tmp_path, capsys):
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ModuleNotFoundError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(FrdError, match=r"pip install 'frd\[ray\]'"):
+        import_ray()
+    assert main(["rl", *TINY, "--seeds", "1", "--backend", "ray", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"frd: error: {MISSING_RAY}\n"
+
+
+def test_an_absent_head_is_one_line_not_endless_retries(tmp_path, capsys):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["rl", *TINY, "--seeds", "1", "--backend", "ray", "--address", f"127.0.0.1:{port}",
+                 "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"no Ray head answers at --address 127.0.0.1:{port}" in err and err.count("\n") == 1
+
+
+def test_groups_deal_runs_round_robin_so_every_group_mixes_methods():
+    runs = [(m, s) for m in ("frd", "pd", "frl", "independent") for s in range(8)]
+    groups = group_runs(runs, 3)
+    assert sorted(r for g in groups for r in g) == sorted(runs) and [len(g) for g in groups] == [11, 11, 10]
+    assert all(len({m for m, _ in g}) == 4 for g in groups)
+    assert group_runs(runs[:2], 5) == [[runs[0]], [runs[1]]]  # never an empty group
+
+
+# -- Ray started by frd on this machine ----------------------------------------------------------
+def test_a_ray_started_here_is_killed_like_a_local_run_and_resumes_locally(tmp_path, monkeypatch):
+    """``--address local`` (the default): frd starts Ray (loopback, capped store, short temp dir).
+    ``kill`` (SIGTERM) after two runs streamed back stops the sweep like Ctrl-C (exit 130, Ray
+    stopped, its temp dir gone); the local backend then finishes it: the tables of a local run."""
+    import ray
+
+    import frd.cli as cli
+    from frd.results import ResultStore
+
+    rl = ["rl", "--method", "frd", "--seeds", "4", *TINY]
+    before = set(Path("/tmp").glob("frdray*"))
+    previous = signal.getsignal(signal.SIGTERM)
+    real_save, saved = ResultStore.save_run, []
+
+    def save_then_kill(self, tables):
+        real_save(self, tables)
+        saved.append(tables)
+        if len(saved) == 2:
+            signal.raise_signal(signal.SIGTERM)  # what `kill` sends, mid-sweep
+
+    try:
+        assert main([*rl, "--out", str(tmp_path / "local")]) == 0
+        monkeypatch.setattr(ResultStore, "save_run", save_then_kill)
+        assert main([*rl, "--backend", "ray", "--cpus", "1", "--out", str(tmp_path / "ray")]) == 130
+        assert signal.getsignal(signal.SIGTERM) is cli._stop  # frd's handler, not the one ray.init sets
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not ray.is_initialized() and set(Path("/tmp").glob("frdray*")) == before  # stopped, temp dir gone
+    assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 2
+    monkeypatch.setattr(ResultStore, "save_run", real_save)
+    assert main([*rl, "--out", str(tmp_path / "ray")]) == 0
+    _assert_same_tables(tmp_path / "local", tmp_path / "ray")
+
+
+# -- a real multi-process cluster: ray start --head, frd as its driver ---------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _group_members(pgid: int) -> list[str]:
+    return subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
+
+
+def _stop_group(process: subprocess.Popen) -> list[str]:
+    """SIGTERM, then SIGKILL, to the process group of ``process`` (the processes ``ray start``
+    started, nothing else); returns the members still there after both."""
+    for sig, wait in ((signal.SIGTERM, 1), (signal.SIGKILL, 5)):  # a short grace: only this head's state is lost
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return []
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if process.poll() is not None and not _group_members(process.pid):
+                return []
+            time.sleep(0.2)
+    return _group_members(process.pid)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A one-machine Ray cluster started as ``ray start --head`` would be on a real head (its own
+    processes, loopback, a free port); this test process connects once as the driver so that the
+    tests below share its workers. Yields the head address."""
+    port = _free_port()
+    temp_dir = tempfile.mkdtemp(prefix="frdhead", dir="/tmp")  # short: Unix socket paths
+    log = tmp_path_factory.mktemp("head") / "head.log"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    head = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--port", str(port),
+         "--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir, "--num-cpus", "2",
+         "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory", str(200 * 1024 ** 2),
+         "--include-log-monitor=false", "--dashboard-port", str(_free_port()),
+         "--dashboard-agent-listen-port", str(_free_port())],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert head.poll() is None, log.read_text()[-2000:]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the head's GCS never listened"
+                time.sleep(0.2)
+        with RaySession(Backend("ray", address=address)) as session:  # the HOST:PORT path of the CLI
+            assert session.cpus == 2 and session.connected and not session.started  # joined, not frd's to stop
+            yield address
+            assert head.poll() is None  # frd left the cluster it joined running
+        session.ray.shutdown()  # disconnect this driver
+    finally:
+        leftovers = _stop_group(head)
+        for _ in range(10):  # the last exits may still write logs
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            if not os.path.exists(temp_dir):
+                break
+            time.sleep(0.2)
+    assert not leftovers, f"processes of the head left: {leftovers}"
+
+
+def test_rl_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster):
+    """frd compare on the ray start cluster (3 groups) = one local batch; the backend is recorded,
+    not in the resume key."""
+    sweep = ["compare", "--methods", "frd,pd,frl,independent", "--seeds", "8", *TINY]
+    assert main([*sweep, "--out", str(tmp_path / "local")]) == 0
+    assert main([*sweep, "--backend", "ray", "--address", cluster, "--groups", "3",
+                 "--out", str(tmp_path / "ray")]) == 0
+    _assert_same_tables(tmp_path / "local", tmp_path / "ray")
+    assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 32
+    saved = [json.loads((tmp_path / d / "config.json").read_text()) for d in ("local", "ray")]
+    assert saved[1]["config"]["backend"] == {"name": "ray", "address": cluster, "groups": 3, "cpus": None}
+    assert saved[0]["config"]["backend"]["name"] == "local" and saved[0]["resume_key"] == saved[1]["resume_key"]
+
+
+def _interrupt_after(n: int, simulate):
+    """``simulate`` that raises KeyboardInterrupt (as Ctrl-C would) once ``n`` runs are saved."""
+    def interrupted(*args):
+        *head, config, runs, on_finished, on_status = args  # a bound method brings its backend first
+        saved = []
+
+        def save_then_stop(tables):
+            on_finished(tables)
+            saved.append(tables)
+            if len(saved) == n:
+                raise KeyboardInterrupt
+        return simulate(*head, config, runs, save_then_stop, on_status)
+    return interrupted
+
+
+@pytest.mark.parametrize("first, then", [("ray", "local"), ("local", "ray")])
+def test_a_sweep_interrupted_on_one_backend_resumes_on_the_other(first, then, tmp_path, monkeypatch, cluster):
+    config = RLConfig(methods=("pd", "frd", "independent"), seeds=3, **TINY_CONFIG)
+    backends = {"local": Backend(), "ray": Backend("ray", address=cluster, groups=2)}
+    experiment.run_experiment(config, tmp_path / "full", progress=False)
+
+    real = {"local": experiment.simulate, "ray": Backend.simulate}
+    target = {"local": (experiment, "simulate"), "ray": (Backend, "simulate")}
+    monkeypatch.setattr(*target[first], _interrupt_after(4, real[first]))
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_experiment(config, tmp_path / "resumed", progress=False, backend=backends[first])
+    saved = pd.read_csv(tmp_path / "resumed" / "runs.csv")
+    assert len(saved) == 4
+    monkeypatch.setattr(*target[first], real[first])
+
+    asked, executed = [], []
+
+    def counting(*args):
+        *head, config, runs, on_finished, on_status = args
+        asked.extend(runs)
+        return real[then](*head, config, runs, lambda t: (executed.append(t), on_finished(t)), on_status)
+
+    monkeypatch.setattr(*target[then], counting)
+    experiment.run_experiment(config, tmp_path / "resumed", progress=False, backend=backends[then])
+    missing = {(m, s) for m in config.methods for s in range(3)} - set(zip(saved.method, saved.seed))
+    assert sorted(asked) == sorted(missing) and len(executed) == len(missing) == 5  # nothing finished redone
+    _assert_same_tables(tmp_path / "full", tmp_path / "resumed")
+
+
+def test_classification_on_the_cluster_matches_local(tmp_path, cluster):
+    tiny = ["cls", "--method", "fl", "--dataset", "digits", "--rounds", "2", "--iterations", "2",
+            "--devices", "3", "--seeds", "3", "--no-progress"]
+    assert main([*tiny, "--out", str(tmp_path / "local")]) == 0
+    assert main([*tiny, "--backend", "ray", "--address", cluster, "--groups", "2", "--out", str(tmp_path / "ray")]) == 0
+    for table, timing in (("runs", ["compute_s"]), ("rounds", ["compute_s"]), ("ledger", [])):
+        local, on_ray = (pd.read_csv(tmp_path / d / f"{table}.csv").drop(columns=timing) for d in ("local", "ray"))
+        pd.testing.assert_frame_equal(local, on_ray, obj=table)
+    assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 3
+
+
+def test_mix2fld_study_grid_runs_through_the_seam(tmp_path, cluster):
+    """The study's grid (its own process pool before) on Ray = on the local backend."""
+    from benchmarks.mix2fld_study import run_grid
+    from classification.config import ClsConfig
+
+    base = ClsConfig(dataset="digits", rounds=1, iterations_per_round=2, devices=3, seeds=2)
+    configs = {"FL": base, "FD": ClsConfig(**{**base.__dict__, "method": "fd"})}
+    for name, backend in (("local", Backend()), ("ray", Backend("ray", address=cluster, groups=2))):
+        jobs = [(label, "ideal", config, tmp_path / name / label) for label, config in configs.items()]
+        seconds = run_grid(jobs, backend)
+        assert len(seconds) == 2 and all(s > 0 for s in seconds)
+        assert run_grid(jobs, backend) == [0.0, 0.0]  # finished: nothing reruns
+    for label in configs:
+        for table in ("runs", "rounds", "ledger"):
+            local, on_ray = (pd.read_csv(tmp_path / d / label / f"{table}.csv").drop(columns="compute_s", errors="ignore")
+                             for d in ("local", "ray"))
+            pd.testing.assert_frame_equal(local, on_ray, obj=f"{label} {table}")
