@@ -52,8 +52,9 @@ def main() -> None:
     parser.add_argument("extra", nargs=argparse.REMAINDER, help="more frd rl options after --")
     args = parser.parse_args()
     extra = [a for a in args.extra if a != "--"]
-    variants: list[tuple[str, list[str]]] = [("local", [])] + [(f"ray groups={g or 'default'}", ["--backend", "ray"] + (["--groups", str(g)] if g else []))
-                                  for g in args.groups]
+    variants: list[tuple[str, list[str]]] = [("local", [])]
+    variants += [(f"ray groups={g or 'default'}", ["--backend", "ray"] + (["--groups", str(g)] if g else []))
+                 for g in args.groups]
     rows = []
     with tempfile.TemporaryDirectory(prefix="frd-ray-speed-") as temp:
         work = args.work or temp
