@@ -35,10 +35,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from classification.data import load_dataset  # noqa: E402
-from classification.methods import (
-    GLOBAL,  # noqa: E402
-    cls_config,  # noqa: E402
-)
+from classification.methods import GLOBAL, study_config  # noqa: E402
 from classification.models import build_model, count_parameters  # noqa: E402
 from classification.runner import run_experiment  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
@@ -63,7 +60,7 @@ def run_grid(alphas: list[float], methods: list[str], rounds: int, work: Path) -
     tables: dict[str, list[pd.DataFrame]] = {"runs": [], "rounds": [], "ledger": []}
     for alpha in alphas:
         for method in methods:
-            config = cls_config(method=method, alpha=alpha, rounds=rounds, **SCALED)
+            config = study_config(method, alpha=alpha, rounds=rounds, **SCALED)
             store = run_experiment(config, work / f"{method}-alpha{alpha}", progress=False)
             for name, frame in tables.items():
                 frame.append(store.read(name).assign(method=method, alpha=alpha))

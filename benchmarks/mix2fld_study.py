@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ import torch  # noqa: E402
 from classification.config import ClsConfig  # noqa: E402
 from classification.context import RunContext  # noqa: E402
 from classification.data import load_dataset  # noqa: E402
-from classification.methods import CLS_METHODS, COMMON_FIELDS, cls_config  # noqa: E402
+from classification.methods import cls_config, study_config  # noqa: E402
 from classification.privacy import PRIVACY_GAMMAS, privacy_table  # noqa: E402
 from frd.backends import Backend, add_backend_arguments, backend_from_args  # noqa: E402
 from frd.channel import make_wireless  # noqa: E402
@@ -63,22 +62,16 @@ CONVERGED = 0.95
 """Convergence time: the first time the reference accuracy reaches this share of its final value."""
 
 
-def paper_config(method: str, **values: Any) -> ClsConfig:
-    """The paper-scale config of ``method`` from ``values``, leaving out the options it does not have."""
-    own = {f.name for f in fields(CLS_METHODS[method].Options)}
-    return cls_config(method, paper=True, **{k: v for k, v in values.items() if k in COMMON_FIELDS or k in own})
-
-
 def grid(base: dict[str, Any]) -> list[tuple[str, str, ClsConfig]]:
     """(label, channel cell, config) of every run of part a."""
     runs = []
     for tag, (channel, options) in CHANNELS.items():
         for partition in PARTITIONS:
             cell = dict(base, partition=partition, channel=channel, channel_options=dict(options))
-            cell_runs = [("FL", paper_config("fl", **cell)), ("FD", paper_config("fd", **cell))]
-            cell_runs += [(f"MixFLD ({m})", paper_config("mixfld", **cell, n_mix=m))
+            cell_runs = [("FL", study_config("fl", True, **cell)), ("FD", study_config("fd", True, **cell))]
+            cell_runs += [(f"MixFLD ({m})", study_config("mixfld", True, **cell, n_mix=m))
                           for m in sorted({m for m, _ in SEED_CONFIGS})]
-            cell_runs += [(f"Mix2FLD ({m},{i})", paper_config("mix2fld", **cell, n_mix=m, n_inv=i))
+            cell_runs += [(f"Mix2FLD ({m},{i})", study_config("mix2fld", True, **cell, n_mix=m, n_inv=i))
                           for m, i in SEED_CONFIGS]
             runs += [(label, tag, c) for label, c in cell_runs if options == {} or label in WEAK_UPLINK_LABELS]
     return runs

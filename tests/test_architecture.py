@@ -88,3 +88,17 @@ def test_a_missing_dataset_leaves_nothing_that_blocks_the_fixed_rerun(tmp_path, 
     first = pd.read_csv(Path(out) / "rounds.csv")
     assert main(base) == 0, "the default path to the same files resumes the same experiment"
     pd.testing.assert_frame_equal(pd.read_csv(Path(out) / "rounds.csv"), first)
+
+
+def test_study_grids_build_a_config_for_every_method():
+    """The studies give one set of values to every method; each keeps the options it has."""
+    from benchmarks.distill_study import SCALED
+    from benchmarks.mix2fld_study import grid
+    from classification.methods import study_config
+
+    configs = [config for _, _, config in grid(dict(seeds=1, rounds=4, iterations_per_round=100,
+                                                        server_iterations=400))]
+    assert len(configs) == 40 and {c.method for c in configs} == {"fl", "fd", "mixfld", "mix2fld"}
+    assert all(c.options.server_iterations == 400 for c in configs if c.method in ("mixfld", "mix2fld"))
+    for method in CLS_METHODS:
+        assert study_config(method, alpha=0.1, **SCALED).method == method

@@ -46,4 +46,11 @@ def cls_config(method: str = "fl", paper: bool = False, **values: Any) -> ClsCon
     return ClsConfig(**{**(PAPER if paper else {}), **common, "method": method, "options": options})
 
 
-__all__ = ["CLS_METHODS", "GLOBAL", "Method", "cls_config", "get_method"]
+def study_config(method: str, paper: bool = False, **values: Any) -> ClsConfig:
+    """``cls_config`` for a study's grid: options the method does not have are left out, so one
+    set of values serves every method of the grid."""
+    own = {f.name for f in fields(get_method(method).Options)}
+    return cls_config(method, paper, **{k: v for k, v in values.items() if k in COMMON_FIELDS or k in own})
+
+
+__all__ = ["CLS_METHODS", "GLOBAL", "Method", "cls_config", "get_method", "study_config"]
