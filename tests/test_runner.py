@@ -76,15 +76,19 @@ def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkey
     config = RLConfig(methods=("independent", "pd"), **{**TINY, "seeds": 3})
     experiment.run_experiment(config, tmp_path / "full", progress=False)
 
-    real = experiment.iter_simulate
+    real = experiment.simulate
 
-    def interrupted(config, runs, on_status):
-        for count, tables in enumerate(real(config, runs, on_status), start=1):
-            yield tables
-            if count == 4:  # Ctrl-C right after the fourth run is saved
+    def interrupted(config, runs, on_finished, on_status):
+        saved = []
+
+        def save_then_stop(tables):  # Ctrl-C right after the fourth run is saved
+            on_finished(tables)
+            saved.append(tables)
+            if len(saved) == 4:
                 raise KeyboardInterrupt
+        return real(config, runs, save_then_stop, on_status)
 
-    monkeypatch.setattr(experiment, "iter_simulate", interrupted)
+    monkeypatch.setattr(experiment, "simulate", interrupted)
     with pytest.raises(KeyboardInterrupt):
         experiment.run_experiment(config, tmp_path / "resumed", progress=False)
     saved = pd.read_csv(tmp_path / "resumed" / "runs.csv")
@@ -92,7 +96,7 @@ def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkey
     missing = sorted({(m, s) for m in ("independent", "pd") for s in range(3)} - set(zip(saved.method, saved.seed)))
 
     ran = []
-    monkeypatch.setattr(experiment, "iter_simulate", lambda c, runs, *a: ran.append(sorted(runs)) or real(c, runs, *a))
+    monkeypatch.setattr(experiment, "simulate", lambda c, runs, *a: ran.append(sorted(runs)) or real(c, runs, *a))
     experiment.run_experiment(config, tmp_path / "resumed", progress=False)
     assert ran == [missing] and len(missing) == 2
     full, resumed = (pd.read_csv(tmp_path / d / "episodes.csv").sort_values(["run_id", "agent", "episode"])

@@ -11,7 +11,7 @@ from frd.backends import LOCAL, Backend
 from frd.results import ResultStore, atomic_write_csv, run_id
 from frd.rl.config import RLConfig
 from frd.rl.plots import plot_mission, plot_payload
-from frd.rl.runner import iter_simulate
+from frd.rl.runner import simulate
 from frd.rl.summary import rl_summary
 
 SINGLE_AGENT = "single-agent"
@@ -44,11 +44,8 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
                 store.save_run(tables)
                 bar.update()
 
-            if backend.local:
-                for tables in iter_simulate(config, todo, bar.set_postfix_str):  # all methods in one batch
-                    finished(tables)
-            else:
-                backend.simulate(config, todo, finished, bar.set_postfix_str)
+            run = simulate if backend.local else backend.simulate  # local: all methods in one batch
+            run(config, todo, finished, bar.set_postfix_str)
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished run
     return report(store, config, reference)
