@@ -37,7 +37,7 @@ class ServerConfig:
         The seed's Assumption 4 asks the gradients to agree along the trajectory of training on
         S, so the model follows it (0 keeps it at w_t), with ``finetune_lr`` and mini-batches of
         ``finetune_batch``; the global model itself is not changed.
-    finetune_epochs: T_g [seed names it, gives no value; ours, CPU: 5; ``paper``: 300,
+    finetune_epochs: T_g [seed names it, gives no value; ours, CPU: 50; ``paper``: 300,
         Dataset Condensation's training on synthetic data].
     finetune_batch, finetune_lr, finetune_momentum, finetune_weight_decay: SGD on the synthetic
         data [Dataset Condensation / DM: 256, 0.01, 0.9, 5e-4].
@@ -54,7 +54,7 @@ class ServerConfig:
     match_lr: float = 0.1
     match_momentum: float = 0.5
     match_model_steps: int = 1
-    finetune_epochs: int = 5
+    finetune_epochs: int = 50
     finetune_batch: int = 256
     finetune_lr: float = 0.01
     finetune_momentum: float = 0.9

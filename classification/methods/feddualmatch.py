@@ -48,7 +48,7 @@ class DistillationOptions:
     distill_iterations: int | None = None
     """Image updates per client and round; None: the preset's (cpu 30, paper 20,000)."""
     server_epochs: int | None = None
-    """Server training epochs T_g on the synthetic data; None: the preset's (cpu 5, paper 300)."""
+    """Server training epochs T_g on the synthetic data; None: the preset's (cpu 50, paper 300)."""
     dp_noise: float | None = None
     """DP noise factor σ on the synthetic-set gradient; None: no DP."""
     dp_clip: float = 1.0
