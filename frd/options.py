@@ -15,7 +15,7 @@ import inspect
 import textwrap
 import types
 import typing
-from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
+from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass, replace
 from typing import Any, Callable, Literal, Mapping, Sequence, get_args, get_origin
 
 from frd.errors import FrdError
@@ -111,7 +111,7 @@ def option_flags(registry: Mapping[str, Any]) -> dict[str, Flag]:
         for f in fields(options):
             name = flag_name(f)
             if name in flags:
-                flags[name] = Flag(**{**flags[name].__dict__, "owners": (*flags[name].owners, method)})
+                flags[name] = replace(flags[name], owners=(*flags[name].owners, method))
                 continue
             parse, form = _field_parser(f, hints[f.name])
             default = f.default if f.default is not MISSING else None
@@ -151,17 +151,15 @@ def build_options(registry: Mapping[str, Any], methods: Sequence[str], values: M
     """Each method's options from ``values`` (field name → value); every value must belong to at
     least one of ``methods``, else the error names the methods it belongs to."""
     owners: dict[str, list[str]] = {}
+    flags: dict[str, str] = {}
     for name, klass in registry.items():
         for f in fields(klass.Options):
             owners.setdefault(f.name, []).append(name)
+            flags[f.name] = flag_name(f)
     for key in values:
-        if not any(m in owners.get(key, []) for m in methods):
-            flag = "--" + key.replace("_", "-")
-            for name in registry:
-                for f in fields(registry[name].Options):
-                    if f.name == key:
-                        flag = flag_name(f)
-            belongs = owners.get(key)
+        belongs = owners.get(key, [])
+        if not any(m in belongs for m in methods):
+            flag = flags.get(key, "--" + key.replace("_", "-"))
             if not belongs:
                 raise FrdError(f"{flag} is not an option of any method")
             raise FrdError(f"{flag} is an option of {', '.join(belongs)}, not of {', '.join(methods)}")
