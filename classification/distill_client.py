@@ -16,9 +16,11 @@ from typing import Literal
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from classification.dp import DPConfig, clip_and_noise
+from classification.models import ConvNet
 from frd.errors import FrdError
 from frd.payload import FLOAT_BITS, Payload, index_bits
 
@@ -332,7 +334,57 @@ def _layer_outputs_no_grad(model: nn.Module, x: torch.Tensor) -> list[torch.Tens
 
 
 def _layer_outputs(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    if type(model) is ConvNet:
+        return convnet_layer_outputs(model, x)
     if not hasattr(model, "layer_outputs"):
         raise FrdError(f"{type(model).__name__} has no layer_outputs(x) method: distribution "
                        "matching needs each block's output and the logits")
     return list(model.layer_outputs(x))
+
+
+def convnet_layer_outputs(model: ConvNet, x: torch.Tensor) -> list[torch.Tensor]:
+    """``model.layer_outputs(x)`` with the same weights and math, in CPU-friendlier kernels.
+
+    The 2×2 average pool is PyTorch's slowest step on these small NCHW maps (measured 4×
+    slower forward and backward than the alternatives below): it becomes one matrix product
+    with a fixed pooling matrix on maps of at most 16×16, a sum of adjacent rows then columns
+    on larger even maps, and stays ``avg_pool2d`` on odd sides. Inputs get row-major strides
+    (see :func:`_row_major`). Gradients flow to the input and to the model's parameters.
+    """
+    x = _row_major(x)
+    outputs = []
+    for block in model.blocks:
+        conv, norm, _, pool = block
+        x = F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding)
+        x = F.group_norm(x, norm.num_groups, norm.weight, norm.bias, norm.eps)
+        x = _avg_pool_2x2(F.relu(x)) if pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0 \
+            else pool(F.relu(x))
+        outputs.append(x)
+    outputs.append(model.classifier(x.flatten(1)))
+    return outputs
+
+
+_POOL_MATRICES: dict[tuple[int, int], torch.Tensor] = {}
+SMALL_MAP = 256
+"""Largest H·W pooled by a matrix product (its cost grows with (H·W)²)."""
+
+
+def _avg_pool_2x2(x: torch.Tensor) -> torch.Tensor:
+    """``F.avg_pool2d(x, 2)`` of an NCHW tensor."""
+    n, c, h, w = x.shape
+    if h % 2 or w % 2:
+        return F.avg_pool2d(x, 2)
+    if h * w <= SMALL_MAP:
+        key = (h, w)
+        if key not in _POOL_MATRICES:
+            matrix = torch.zeros(h, w, h // 2, w // 2)
+            for i in range(h):
+                for j in range(w):
+                    matrix[i, j, i // 2, j // 2] = 0.25
+            _POOL_MATRICES[key] = matrix.view(h * w, (h // 2) * (w // 2))
+        matrix = _POOL_MATRICES[key].to(dtype=x.dtype, device=x.device)
+        return (x.reshape(n * c, h * w) @ matrix).view(n, c, h // 2, w // 2)
+    rows = x.reshape(n, c, h // 2, 2, w)
+    rows = rows[:, :, :, 0] + rows[:, :, :, 1]
+    cols = rows.view(n, c, h // 2, w // 2, 2)
+    return (cols[..., 0] + cols[..., 1]) * 0.25

@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from classification.distill_client import METHODS, SCALES, SyntheticSet
+from classification.distill_client import METHODS, SCALES, SyntheticSet, convnet_layer_outputs
+from classification.models import ConvNet
 from frd.errors import FrdError
 
 GRADIENT_EPS = 1e-6
@@ -130,7 +131,7 @@ def class_gradients(model: nn.Module, images: torch.Tensor, label: int,
                     create_graph: bool = False) -> list[torch.Tensor]:
     """Gradients of the mean cross-entropy of ``images`` (all of class ``label``) w.r.t. the weights."""
     targets = torch.full((images.shape[0],), label, dtype=torch.long, device=images.device)
-    loss = F.cross_entropy(model(images), targets)
+    loss = F.cross_entropy(_logits(model, images), targets)
     return list(torch.autograd.grad(loss, matched_parameters(model), create_graph=create_graph))
 
 
@@ -196,8 +197,11 @@ def group_gradients(model: nn.Module, groups: torch.Tensor, labels: Sequence[int
     targets = torch.tensor(list(labels), dtype=torch.long, device=groups.device)
     targets = targets.unsqueeze(1).expand(-1, groups.shape[1])
 
+    logits = _Logits(model)
+
     def loss(weights: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(functional_call(model, {**shared, **dict(zip(matched, weights))}, (x,)), y)
+        params = {f"model.{name}": p for name, p in {**shared, **dict(zip(matched, weights))}.items()}
+        return F.cross_entropy(functional_call(logits, params, (x,)), y)
 
     losses = vmap(loss)(copies, groups, targets)
     return list(torch.autograd.grad(losses.sum(), copies, create_graph=True))
@@ -261,6 +265,22 @@ def server_update(model: nn.Module, client_sets: Sequence[SyntheticSet], config:
                            config.radius_batch, generator)
 
 
+def _logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``model(x)``; for the ConvNet through its faster equivalent (:func:`convnet_layer_outputs`)."""
+    return convnet_layer_outputs(model, x)[-1] if type(model) is ConvNet else model(x)
+
+
+class _Logits(nn.Module):
+    """``_logits`` as a module, so that ``functional_call`` can swap the wrapped model's weights."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _logits(self.model, x)
+
+
 def _shuffled_batches(n: int, batch: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
     """Endless mini-batch indices: one fresh permutation of range(n) per epoch."""
     while True:
@@ -273,7 +293,7 @@ def _sgd(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batches: 
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     for idx in batches:
         optimizer.zero_grad()
-        F.cross_entropy(model(images[idx]), labels[idx]).backward()
+        F.cross_entropy(_logits(model, images[idx]), labels[idx]).backward()
         optimizer.step()
 
 
