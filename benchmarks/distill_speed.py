@@ -1,0 +1,128 @@
+"""Dataset distillation speed: the original FedDM / FedDualMatch code against the current one, side by side.
+
+    python -m benchmarks.distill_speed [--methods feddualmatch feddm] [--partitions iid dirichlet]
+                                       [--seeds 0 1 2] [--dataset digits] [--alpha 0.1] [--base afeb57a]
+
+The reference is the client and server code (``classification/distill_client.py`` and
+``classification/distill_server.py``) as of git revision ``--base``, read with ``git show`` and
+loaded as separate modules in this same process; everything else (data, partitions, round loop,
+methods, model) is the current tree's, shared by both. Each run is the default ``frd cls --method
+M --dataset D`` run (``--partition dirichlet --alpha A`` for the Dirichlet rows), once with the
+method's ``distill`` and ``server_update`` swapped for the reference ones ("old") and once with the
+current ones ("new"), one after the other in this process with one torch thread. Time is CPU
+time of this process (``time.process_time``), which other jobs on a shared machine disturb less
+than wall-clock time; accuracy is the global model's after the last round.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+import torch
+
+import classification.methods.feddualmatch as dd
+from classification.config import ClsConfig
+from classification.data import load_dataset
+from classification.methods import cls_config
+from classification.runner import run_seed
+
+REPO = Path(__file__).resolve().parent.parent
+BASE = "afeb57a"
+"""The last commit before the speed-up (issue 13 §3)."""
+
+
+def reference_modules(base: str) -> tuple[ModuleType, ModuleType]:
+    """The client and server modules as of ``base``, loaded under private names.
+
+    The old server's imports of the client module are pointed at the old client, so the pair is
+    the old code as it was.
+    """
+    modules = []
+    for name in ("distill_client", "distill_server"):
+        source = subprocess.run(["git", "show", f"{base}:classification/{name}.py"], cwd=REPO, check=True,
+                                capture_output=True, text=True).stdout
+        source = source.replace("from classification.distill_client import", "from _reference_distill_client import")
+        module_name = f"_reference_{name}"
+        spec = importlib.util.spec_from_loader(module_name, loader=None)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        module.__file__ = f"{base}:classification/{name}.py"
+        sys.modules[module_name] = module  # dataclasses look their module up while being built
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
+        modules.append(module)
+    return modules[0], modules[1]
+
+
+def timed_run(config: ClsConfig, seed: int, data, distill, server_update) -> tuple[float, float, float]:
+    """CPU seconds, wall seconds and final global accuracy of one run with the given implementation."""
+    saved = dd.distill, dd.server_update
+    dd.distill, dd.server_update = distill, server_update
+    try:
+        cpu, wall = time.process_time(), time.perf_counter()
+        runs = run_seed(config, seed, data)["runs"]
+        return time.process_time() - cpu, time.perf_counter() - wall, float(runs["global_accuracy"].iloc[0])
+    finally:
+        dd.distill, dd.server_update = saved
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", nargs="+", default=["feddualmatch", "feddm"])
+    parser.add_argument("--partitions", nargs="+", default=["iid", "dirichlet"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--dataset", default="digits")
+    parser.add_argument("--alpha", type=float, default=0.1, help="Dirichlet α of the dirichlet rows")
+    parser.add_argument("--rounds", type=int, default=None, help="default: the run's default (16)")
+    parser.add_argument("--samples-per-device", type=int, default=None)
+    parser.add_argument("--base", default=BASE, help="git revision of the reference code")
+    parser.add_argument("--out", type=Path, default=None, help="also write the table as CSV here")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(1)
+    old_client, old_server = reference_modules(args.base)
+    data = load_dataset(args.dataset)
+    rows = []
+    for method in args.methods:
+        for partition in args.partitions:
+            extra = {"alpha": args.alpha} if partition == "dirichlet" else {}
+            if args.rounds is not None:
+                extra["rounds"] = args.rounds
+            if args.samples_per_device is not None:
+                extra["samples_per_device"] = args.samples_per_device
+            config = cls_config(method, dataset=args.dataset, partition=partition, **extra)
+            for seed in args.seeds:
+                old = timed_run(config, seed, data, old_client.distill, old_server.server_update)
+                new = timed_run(config, seed, data, dd.distill, dd.server_update)
+                label = partition if partition == "iid" else f"dirichlet α={args.alpha:g}"
+                rows.append(dict(method=method, partition=label, seed=seed, old_s=old[0], new_s=new[0],
+                                 speedup=old[0] / new[0], old_wall_s=old[1], new_wall_s=new[1],
+                                 old_acc=100 * old[2], new_acc=100 * new[2]))
+                print(_markdown(pd.DataFrame(rows[-1:])).splitlines()[-1], flush=True)
+    table = pd.DataFrame(rows)
+    print(f"\n{args.dataset}, CPU seconds of this process, 1 torch thread, reference = {args.base}\n")
+    print(_markdown(table))
+    total_old, total_new = table["old_s"].sum(), table["new_s"].sum()
+    print(f"\ntotal: old {total_old:.1f} s, new {total_new:.1f} s, speed-up {total_old / total_new:.2f}×; "
+          f"largest accuracy change {(table['new_acc'] - table['old_acc']).abs().max():.1f} points")
+    if args.out is not None:
+        table.to_csv(args.out, index=False)
+    return table
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    header = "| method | partition | seed | old s | new s | speed-up | old acc % | new acc % |"
+    lines = [header, "|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        lines.append(f"| {r.method} | {r.partition} | {r.seed} | {r.old_s:.1f} | {r.new_s:.1f} | "
+                     f"{r.speedup:.2f}× | {r.old_acc:.1f} | {r.new_acc:.1f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

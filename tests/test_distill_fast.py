@@ -1,0 +1,150 @@
+"""The fast distillation paths compute what the straightforward ones do (issue 13 §3).
+
+Each fast path is checked against a plain reference written out here: the client loop that
+deep-copies a sampled model per iteration and sums MMDs class by class, the per-group server
+loop, and the ConvNet's own ``layer_outputs``.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+
+import pytest
+import torch
+from torch import nn
+
+from classification.distill_client import (
+    DistillConfig,
+    SyntheticSet,
+    _row_major,
+    convnet_layer_outputs,
+    distill,
+    distribution_matching_loss,
+    init_synthetic,
+    matched_layers,
+    sample_model_on_error_ball,
+)
+from classification.distill_server import (
+    _sgd,
+    _shuffled_batches,
+    batched_gradient_distance,
+    class_gradients,
+    gradient_distance,
+    gradient_match,
+    group_gradients,
+    union,
+)
+from classification.models import ConvNet
+from tests.test_distill import client_sets, real_data, tiny
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def reference_distill(model: nn.Module, images, labels, config: DistillConfig, radius: float,
+                      generator: torch.Generator) -> SyntheticSet:
+    """The original client loop: a deep copy per iteration, one MMD per class and layer."""
+    classes = tuple(int(c) for c in torch.unique(labels))
+    real_by_class = [images[labels == c] for c in classes]
+    syn = init_synthetic(real_by_class, config.ipc, config.init, generator).requires_grad_(True)
+    optimizer = torch.optim.SGD([syn], lr=config.image_lr, momentum=config.image_momentum)
+    with torch.no_grad():
+        num_layers = len(copy.deepcopy(model).eval().layer_outputs(images[:1]))
+    for it in range(config.iterations):
+        sampled = sample_model_on_error_ball(model, radius, generator).eval()
+        real = [x[torch.randperm(x.shape[0], generator=generator)[:config.real_batch]] for x in real_by_class]
+        layers = matched_layers(config.matching, num_layers, it, config.iterations)
+        loss = distribution_matching_loss(sampled, real, list(syn.split(config.ipc)), layers)
+        (syn.grad,) = torch.autograd.grad(loss, syn)
+        optimizer.step()
+    return SyntheticSet(syn.detach(), classes)
+
+
+@pytest.mark.parametrize("matching, init", [("layerwise", "noise"), ("last", "real")])
+@pytest.mark.parametrize("model", ["tiny", "convnet"])
+def test_distill_matches_the_per_class_reference_loop(matching, init, model):
+    x, y = real_data(12)
+    x, y = x[:30], y[:30]  # classes of 12, 12 and 6 images: equal and unequal real batches
+    net = tiny() if model == "tiny" else ConvNet((1, 8, 8), 3, width=4)
+    cfg = DistillConfig(ipc=2, iterations=6, real_batch=8, matching=matching, init=init)
+    fast = distill(net, x, y, cfg, 2.0, torch.Generator().manual_seed(1))
+    slow = reference_distill(net, x, y, cfg, 2.0, torch.Generator().manual_seed(1))
+    assert fast.classes == slow.classes
+    torch.testing.assert_close(fast.images, slow.images, rtol=1e-4, atol=1e-5)
+
+
+def test_channels_last_strided_inputs_give_the_same_result():
+    x, y = real_data(6)
+    odd = torch.empty_strided(x.shape, (64, 1, 8, 1)).copy_(x)  # one channel: NCHW- and NHWC-contiguous, as the pools are
+    assert odd.stride() != x.stride() and torch.equal(odd, x)
+    assert _row_major(odd).stride() == x.stride()
+    cfg = DistillConfig(ipc=1, iterations=3)
+    a = distill(tiny(), x, y, cfg, 1.0, torch.Generator().manual_seed(0))
+    b = distill(tiny(), odd, y, cfg, 1.0, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(a.images, b.images)
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (1, 12, 12), (3, 9, 9)])
+def test_fast_convnet_forward_equals_layer_outputs_with_gradients(shape):
+    torch.manual_seed(0)
+    model = ConvNet(shape, 5, width=4)
+    x = torch.randn(3, *shape, requires_grad=True)
+    reference, fast = model.layer_outputs(x), convnet_layer_outputs(model, x)
+    for a, b in zip(reference, fast):
+        torch.testing.assert_close(a, b)
+    weights = [torch.randn_like(t) for t in reference]
+    inputs = [x, *model.parameters()]
+    g_ref = torch.autograd.grad(sum((w * t).sum() for w, t in zip(weights, reference)), inputs)
+    g_fast = torch.autograd.grad(sum((w * t).sum() for w, t in zip(weights, fast)), inputs)
+    for a, b in zip(g_ref, g_fast):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("model", ["tiny", "convnet"])
+def test_group_gradients_and_distance_equal_the_per_group_loop(model):
+    net = tiny() if model == "tiny" else ConvNet((1, 8, 8), 3, width=4)
+    sets = client_sets()
+    groups = torch.cat([s.images for s in sets]).unflatten(0, (5, 2))
+    labels = [c for s in sets for c in s.classes]
+    batched = group_gradients(net, groups, labels)
+    loop = [class_gradients(net, x, c) for x, c in zip(groups, labels)]
+    for j, g in enumerate(batched):
+        torch.testing.assert_close(g, torch.stack([grads[j] for grads in loop]), rtol=1e-4, atol=1e-6)
+    target = [class_gradients(net, groups[0], 0)] * len(labels)
+    stacked = [torch.stack([t[j] for t in target]) for j in range(len(batched))]
+    expected = sum(gradient_distance(grads, t) for grads, t in zip(loop, target))
+    torch.testing.assert_close(batched_gradient_distance(batched, stacked), expected)
+
+
+def reference_gradient_match(model, sets, iterations, lr, generator, momentum=0.5, model_steps=1, model_lr=0.01,
+                             batch=256):
+    """The original server loop: one double-backward pass per (client, class) group."""
+    images, labels = union(sets)
+    work = copy.deepcopy(model).train()
+    synthetic = [s.images.clone().requires_grad_(True) for s in sets]
+    optimizer = torch.optim.SGD(synthetic, lr=lr, momentum=momentum)
+    batches = _shuffled_batches(images.shape[0], batch, generator)
+    classes = sorted({c for s in sets for c in s.classes})
+    for _ in range(iterations):
+        targets = {c: [g.detach() for g in class_gradients(work, images[labels == c], c)] for c in classes}
+        loss = sum(gradient_distance(class_gradients(work, x, c, create_graph=True), targets[c])
+                   for s, syn in zip(sets, synthetic) for c, x in zip(s.classes, syn.split(s.ipc)))
+        for syn, grad in zip(synthetic, torch.autograd.grad(loss, synthetic)):
+            syn.grad = grad
+        optimizer.step()
+        _sgd(work, images, labels, itertools.islice(batches, model_steps), model_lr)
+    return [SyntheticSet(syn.detach(), s.classes) for s, syn in zip(sets, synthetic)]
+
+
+def test_gradient_match_equals_the_per_group_reference():
+    model, sets = tiny(), client_sets()
+    fast = gradient_match(model, sets, 3, 0.1, torch.Generator().manual_seed(0), model_steps=2, batch=4)
+    slow = reference_gradient_match(model, sets, 3, 0.1, torch.Generator().manual_seed(0), model_steps=2, batch=4)
+    for a, b in zip(fast, slow):
+        assert a.classes == b.classes
+        torch.testing.assert_close(a.images, b.images, rtol=1e-4, atol=1e-5)
