@@ -73,7 +73,7 @@ def main() -> None:
                                  slowest_episodes=slowest["mission_episodes"],
                                  slowest_compute_s=slowest["compute_s"]))
                 print(f"{name:>20} repeat {repeat}: {seconds:6.1f} s  (load {load:.2f}, "
-                      f"{same}/32 runs identical to local)", flush=True)
+                      f"{same}/{len(runs)} runs identical to local)", flush=True)
     table = pd.DataFrame(rows)
     local = table[table.backend == "local"].set_index("repeat")["wall_s"]
     table["speedup_vs_local"] = local.reindex(table["repeat"]).to_numpy() / table["wall_s"]
