@@ -117,12 +117,18 @@ def gradient_distance(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> t
     """
     if len(a) != len(b):
         raise ValueError(f"gradient lists differ in length: {len(a)} vs {len(b)}")
+    return _row_cosine_distance(a, b, row_dim=1)
+
+
+def _row_cosine_distance(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], row_dim: int) -> torch.Tensor:
+    """Σ of 1 − cos over the rows of each pair of tensors, a row being everything from ``row_dim``
+    on; tensors with no such rows (biases, normalisation parameters) contribute nothing."""
     total = torch.zeros(())
     for x, y in zip(a, b):
-        if x.dim() < 2:
+        if x.dim() < row_dim + 1:
             continue
-        x, y = x.flatten(1), y.flatten(1)
-        cos = (x * y).sum(1) / (x.norm(dim=1) * y.norm(dim=1) + GRADIENT_EPS)
+        x, y = x.flatten(row_dim), y.flatten(row_dim)
+        cos = (x * y).sum(row_dim) / (x.norm(dim=row_dim) * y.norm(dim=row_dim) + GRADIENT_EPS)
         total = total + (1 - cos).sum()
     return total
 
@@ -209,14 +215,7 @@ def group_gradients(model: nn.Module, groups: torch.Tensor, labels: Sequence[int
 
 def batched_gradient_distance(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> torch.Tensor:
     """Σ over groups of :func:`gradient_distance`, for gradients stacked on a leading group axis."""
-    total = torch.zeros(())
-    for x, y in zip(a, b):
-        if x.dim() < 3:
-            continue
-        x, y = x.flatten(2), y.flatten(2)
-        cos = (x * y).sum(2) / (x.norm(dim=2) * y.norm(dim=2) + GRADIENT_EPS)
-        total = total + (1 - cos).sum()
-    return total
+    return _row_cosine_distance(a, b, row_dim=2)
 
 
 def finetune(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, epochs: int, batch: int,

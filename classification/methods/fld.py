@@ -23,6 +23,7 @@ Choices where the seeds are silent [ours]:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
@@ -234,13 +235,17 @@ class MixFLD(FederatedLearningAfterDistillation):
     Options = MixFLDOptions
     seed_kind = "mixed_samples"
 
+    @cached_property
+    def shared_pairs(self) -> np.ndarray:
+        """The run's one list of label pairs (drawn from its own stream, as if the server sent it)."""
+        return mirrored_label_pairs(self.ctx.classes, PAIR_LIST_FACTOR * self.options.n_mix,
+                                    self.ctx.rng(MethodStream.LABEL_PAIRS))
+
     def label_pairs(self, device: int) -> np.ndarray | None:
-        """The device's preferred label pairs: the run's shared list, mirrored on odd devices."""
+        """The device's preferred label pairs: the shared list, mirrored on odd devices."""
         if self.options.pairing == "random":
             return None
-        shared = mirrored_label_pairs(self.ctx.classes, PAIR_LIST_FACTOR * self.options.n_mix,
-                                      self.ctx.rng(MethodStream.LABEL_PAIRS))
-        return shared[:, ::-1] if device % 2 else shared
+        return self.shared_pairs[:, ::-1] if device % 2 else self.shared_pairs
 
     def seed_upload(self, device: int) -> Payload:
         x, y = self._pixels(device)
