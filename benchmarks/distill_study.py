@@ -1,6 +1,6 @@
 """FedDualMatch and FedDM against FedAvg and FD on MNIST under Dirichlet label skew [seed 000; SPEC §3].
 
-    nice -n 5 python -m benchmarks.distill_study [--alphas 0.5 0.1 0.05 0.01] [--rounds 20]
+    nice -n 5 python -m benchmarks.distill_study [--alphas 0.5 0.1 0.05 0.01] [--rounds 20] [--methods ...]
 
 Setting: the shared MNIST set (the official 10,000 test images; 8,000 pool / 2,000 held-out test,
 split seed 0), 10 clients × 500 samples drawn by Dirichlet(α), 20 rounds, one seed, every method on
@@ -40,9 +40,13 @@ from classification.models import build_model, count_parameters  # noqa: E402
 from classification.runner import run_experiment  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
 
-METHODS = ("fl", "fd", "feddm", "feddualmatch")
-DISTILLATION = ("feddm", "feddualmatch")
-COLORS = dict(zip(METHODS, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
+METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "fl": ("fl", {}), "fd": ("fd", {}), "feddm": ("feddm", {}), "feddm-noise": ("feddm", {"init": "noise"}),
+    "feddualmatch": ("feddualmatch", {})}
+"""Rows of the grid: label → (method, options). ``feddm-noise`` is FedDM with its synthetic sets
+started from N(0, 1) noise, as seed 000 reran its FedDM baseline."""
+DISTILLATION = ("feddm", "feddm-noise", "feddualmatch")
+COLORS = dict(zip(METHODS, ("tab:blue", "tab:orange", "tab:green", "tab:olive", "tab:red")))
 ALPHAS = (0.5, 0.1, 0.05, 0.01)
 PAPER_WIDTH = 128
 SCALED: dict[str, Any] = dict(dataset="mnist", partition="dirichlet", devices=10, samples_per_device=500, model="convnet",
@@ -60,7 +64,8 @@ def run_grid(alphas: list[float], methods: list[str], rounds: int, work: Path) -
     tables: dict[str, list[pd.DataFrame]] = {"runs": [], "rounds": [], "ledger": []}
     for alpha in alphas:
         for method in methods:
-            config = study_config(method, alpha=alpha, rounds=rounds, **SCALED)
+            name, options = METHODS[method]
+            config = study_config(name, alpha=alpha, rounds=rounds, **SCALED, **options)
             store = run_experiment(config, work / f"{method}-alpha{alpha}", progress=False)
             for name, frame in tables.items():
                 frame.append(store.read(name).assign(method=method, alpha=alpha))
@@ -169,7 +174,7 @@ def markdown(table: pd.DataFrame) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--alphas", type=float, nargs="+", default=list(ALPHAS))
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--work", type=Path, default=Path("results/distill_study"))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))

@@ -3,28 +3,30 @@
     python -m benchmarks.mix2fld_study [--backend ray|local] [--groups 2] [--seeds 1] [--scale cpu|paper]
 
 a. 10 devices × 500 MNIST samples (the shared test set split 80/20 into pool and test), IID and
-   the letter's non-IID split, asymmetric and symmetric wireless channels (SPEC §2), FL, FD,
-   MixFLD (n_mix ∈ {10, 50}; n_inv does not enter MixFLD) and Mix2FLD with (n_mix, n_inv) ∈
-   {(10, 10), (10, 20), (50, 50), (50, 100)}: accuracy of reference device 0 vs time (measured
-   compute + channel time), final accuracy, uplink payload and its ratio to FL's.
+   the letter's non-IID split, asymmetric and symmetric wireless channels (SPEC §2) under both
+   uplink-access readings (fdma, tdma). In the asymmetric FDMA cell: FL, FD, FLD, MixFLD
+   (n_mix ∈ {10, 50}; n_inv does not enter MixFLD) and Mix2FLD with (n_mix, n_inv) ∈
+   {(10, 10), (10, 20), (50, 50), (50, 100)}; in the other three cells FL and Mix2FLD (50, 100),
+   whose large uploads (weights; 50 seed samples) are the ones the readings can lose. Reference device 0's accuracy after local training (the letter's
+   reading) and after the download, vs time (measured compute + channel time), uplink payload
+   and its ratio to FL's, failed uploads.
 b. Sample privacy of Mixup (one device) and Mix2up (two devices) over γ (the γ = 0 row is a raw
    upload: distance 0, log = −inf).
-c. The channel alone, over P_up ∈ {10, …, 40} dBm: slots and failure rate of one FL upload
-   (the model's weights) and one FD / Mix2FLD upload (10 × 10 outputs), 2,000 draws each.
+c. The channel alone, over P_up ∈ {10, …, 40} dBm and both access readings: slots and failure
+   rate of one FL upload (the model's weights), one FD / Mix2FLD upload (10 × 10 outputs) and
+   one seed-sample upload (n_mix = 50), 2,000 draws each.
 
-Scale ``cpu`` (default, so the grid fits an hour on 2 shared CPU cores): 4 rounds × 100 local
-iterations (K = 400, paper 6,400: 16× fewer) and 400 server KD iterations per round (paper
-K_s = 3,200 per round: 8× fewer); everything else is the paper's (η = 0.01, β = 0.01, server
-step ε = 0.05, batch 10, γ = 0.2 [ours]). Fewer, longer rounds rather than 16 × 25: measured
-on Mix2FLD (50, 100), 8 × 50 stayed at chance (10 %) because every download resets the devices
-to the KD model and 50 local steps from there give near-uniform mean outputs, a teacher with
-no signal; 4 × 100 climbed to 39 %. ``paper`` uses 16 × 400 and 3,200 (hours on a CPU).
+Scale ``cpu`` (default) is ``frd cls``'s: 16 rounds × 100 local iterations (K = 1,600, paper
+6,400) and K_s = 800 server iterations per round (paper 3,200); everything else is the paper's
+(η = 0.01, β = 0.01, server step ε = 0.05, batch 10, γ = 0.2 [ours]). ``paper`` uses 16 × 400
+and 3,200 (hours on a CPU).
 
 Raw runs go to ``--work`` (resumable); CSV summaries and PNGs to ``--out`` (prefix ``mix2fld_``).
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -43,20 +45,24 @@ from classification.data import load_dataset  # noqa: E402
 from classification.methods import cls_config, study_config  # noqa: E402
 from classification.privacy import PRIVACY_GAMMAS, privacy_table  # noqa: E402
 from frd.backends import Backend, add_backend_arguments, backend_from_args  # noqa: E402
-from frd.channel import make_wireless  # noqa: E402
+from frd.channel import ACCESS, make_wireless  # noqa: E402
 from frd.errors import FrdError  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
 from frd.results import ResultStore, run_id  # noqa: E402
 
 PARTITIONS = {"iid": "IID", "mix2fld": "non-IID"}
-CHANNELS = {"asymmetric": ("wireless-asymmetric", {}), "symmetric": ("wireless-symmetric", {}),
-            "asym. 18 dBm": ("wireless-asymmetric", {"p_up_dbm": 18.0})}
-"""Channel cells by label: (channel name, options). At 18 dBm an FL upload starts to miss T_max
-(part c), so that cell shows what the letter's asymmetric claim rests on; it runs a subset."""
-WEAK_UPLINK_LABELS = ("FL", "FD", "Mix2FLD (10,20)", "Mix2FLD (50,100)")
+CHANNELS = {"asym. FDMA": ("wireless-asymmetric", {}), "sym. FDMA": ("wireless-symmetric", {}),
+            "asym. TDMA": ("wireless-asymmetric", {"access": "tdma"}),
+            "sym. TDMA": ("wireless-symmetric", {"access": "tdma"})}
+"""Channel cells by label: (channel name, options), the letter's asymmetric (23 dBm up) and
+symmetric (40 dBm) links under both uplink-access readings of SPEC §2. The first cell runs every
+method; the others the methods whose uploads the reading can change (CHANNEL_LABELS)."""
+FULL_CELL = "asym. FDMA"
+CHANNEL_LABELS = ("FL", "Mix2FLD (50,100)")
 SEED_CONFIGS = ((10, 10), (10, 20), (50, 50), (50, 100))
-SCALES = {"cpu": dict(rounds=4, iterations_per_round=100, server_iterations=400),
+SCALES = {"cpu": dict(rounds=16, iterations_per_round=100, server_iterations=800),
           "paper": dict(iterations_per_round=400, server_iterations=3200)}
+"""``cpu`` is ``frd cls``'s default scale (16 × 100 local iterations, K_s = 800); ``paper`` the letter's."""
 P_UP_DBM = (10, 13, 15, 18, 20, 23, 30, 40)
 CONVERGED = 0.95
 """Convergence time: the first time the reference accuracy reaches this share of its final value."""
@@ -68,12 +74,12 @@ def grid(base: dict[str, Any]) -> list[tuple[str, str, ClsConfig]]:
     for tag, (channel, options) in CHANNELS.items():
         for partition in PARTITIONS:
             cell = dict(base, partition=partition, channel=channel, channel_options=dict(options))
-            cell_runs = [("FL", study_config("fl", True, **cell)), ("FD", study_config("fd", True, **cell))]
+            cell_runs = [(name.upper(), study_config(name, True, **cell)) for name in ("fl", "fd", "fld")]
             cell_runs += [(f"MixFLD ({m})", study_config("mixfld", True, **cell, n_mix=m))
                           for m in sorted({m for m, _ in SEED_CONFIGS})]
             cell_runs += [(f"Mix2FLD ({m},{i})", study_config("mix2fld", True, **cell, n_mix=m, n_inv=i))
                           for m, i in SEED_CONFIGS]
-            runs += [(label, tag, c) for label, c in cell_runs if options == {} or label in WEAK_UPLINK_LABELS]
+            runs += [(label, tag, c) for label, c in cell_runs if tag == FULL_CELL or label in CHANNEL_LABELS]
     return runs
 
 
@@ -83,7 +89,8 @@ Job = tuple[str, str, ClsConfig, Path]
 
 def folder(work: Path, cell: str, config: ClsConfig) -> Path:
     seeds = f"{getattr(config.options, 'n_mix', None)}-{getattr(config.options, 'n_inv', None)}"
-    return work / f"{config.method}-{config.partition}-{cell.replace(' ', '').replace('.', '')}-{seeds}"
+    scale = f"{config.rounds}x{config.iterations_per_round}"
+    return work / f"{config.method}-{config.partition}-{cell.replace(' ', '').replace('.', '')}-{seeds}-{scale}"
 
 
 def run_grid(jobs: list[Job], backend: Backend) -> list[float]:
@@ -130,7 +137,8 @@ def collect(jobs: list[Job]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger_uplink: pd.DataFrame) -> pd.DataFrame:
-    """One row per (partition, channel, method label): medians over seeds."""
+    """One row per (partition, channel, method label): medians over seeds; ``local_accuracy`` (the
+    reference device after local training, the letter's reading) with its range over the seeds."""
     def converged(group: pd.DataFrame) -> float:
         final = group["accuracy"].iloc[-1]
         return float(group.loc[group["accuracy"] >= CONVERGED * final, "time_s"].iloc[0])
@@ -141,7 +149,9 @@ def summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger_uplink: pd.DataFram
     runs["total_s"] = runs["compute_s"] + runs["comm_s"]
     keys = ["partition", "channel", "label"]
     table = runs.groupby(keys, sort=False).agg(
-        seeds=("seed", "size"), accuracy=("accuracy", "median"), convergence_s=("convergence_s", "median"),
+        seeds=("seed", "size"), local_accuracy=("local_accuracy", "median"),
+        local_min=("local_accuracy", "min"), local_max=("local_accuracy", "max"),
+        accuracy=("accuracy", "median"), convergence_s=("convergence_s", "median"),
         total_s=("total_s", "median"), comm_s=("comm_s", "median"), bits_up=("bits_up", "median"),
         bits_up_per_round=("bits_up_per_round", "median"), seed_bits=("seed_bits", "median"),
         bits_down=("bits_down", "median"), failed_up=("failed_up", "median")).reset_index()
@@ -175,7 +185,7 @@ def plot_accuracy(rounds: pd.DataFrame, path: Path) -> None:
     for (partition, channel), cell in rounds.groupby(["partition", "channel"], sort=False):
         ax = axes[list(PARTITIONS.values()).index(partition), list(CHANNELS).index(channel)]
         for label, run in cell.groupby("label", sort=False):
-            curve = run.groupby("round")[["time_s", "accuracy"]].median()
+            curve = run.groupby(["round", "step"])[["time_s", "accuracy"]].median()  # the sawtooth
             style = "-" if label in ("FL", "FD") else ("--" if label.startswith("MixFLD") else ":")
             ax.plot(curve["time_s"], curve["accuracy"], style, color=colors[label], marker=".", label=label)
         ax.set(title=f"{partition}, {channel} channel", xlabel="time: compute + channel (s)",
@@ -216,15 +226,17 @@ def privacy(data_dir: str | None, out: Path, seed: int) -> pd.DataFrame:
 
 
 def channel_sweep(parameters: int, out: Path, draws: int = 2000) -> pd.DataFrame:
-    """Part c: one upload among 10 devices sharing the band, per uplink power."""
+    """Part c: one upload among 10 devices sharing the band, per uplink power and access reading."""
     rows = []
-    for p_up in P_UP_DBM:
-        channel = make_wireless(seed=p_up, p_up_dbm=float(p_up))
-        for what, bits in (("FL weights", parameters * FLOAT_BITS), ("outputs (FD, FLD)", 10 * 10 * FLOAT_BITS)):
+    payloads = (("FL weights", parameters * FLOAT_BITS), ("outputs (FD, FLD)", 10 * 10 * FLOAT_BITS),
+                ("seed-sample pixels (n_mix 50)", 50 * 28 * 28 * 8))
+    for access, p_up in itertools.product(ACCESS, P_UP_DBM):
+        channel = make_wireless(seed=p_up, p_up_dbm=float(p_up), access=access)
+        for what, bits in payloads:
             t = [channel.uplink({d: bits for d in range(10)}) for _ in range(draws // 10)]
             latency = np.array([x.latency_s for r in t for x in r.values()])
             ok = np.array([x.delivered for r in t for x in r.values()])
-            rows.append(dict(p_up_dbm=p_up, payload=what, bits=bits, failure_rate=1 - ok.mean(),
+            rows.append(dict(access=access, p_up_dbm=p_up, payload=what, bits=bits, failure_rate=1 - ok.mean(),
                              mean_slots_delivered=latency[ok].mean() / channel.slot_s if ok.any() else np.nan))
     table = pd.DataFrame(rows)
     table.to_csv(out / "mix2fld_channel_sweep.csv", index=False)

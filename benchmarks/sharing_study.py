@@ -1,0 +1,172 @@
+"""When does sharing beat learning alone? [issue 12; seed 001's methods, our question]
+
+    python -m benchmarks.sharing_study [--seeds 20] [--envs cartpole acrobot] [--agents 2 8]
+                                       [--populations homogeneous widths rlcode] [--max-episodes 1000]
+
+Every cell (environment × agent count × population) runs every variant on the same seeds, each
+run until **every** agent completes its mission (``--until all``) or hits the episode cap:
+
+- variants: independent, FRL, PD, FRD, MixFRD at the seed's protocol, and PD / FRD with the
+  distillation knobs: a fixed amount (``--distill-steps``, ``STEPS`` minibatches per round,
+  whatever the memory's size, instead of one epoch) and the teacher (``--distill-target better``:
+  only peers whose recent mean beats the receiver's), alone and together;
+- populations: ``homogeneous`` (the default n-step A2C, h = 64), ``widths`` (hidden widths
+  32 / 64 / 128 cycled over the agents, which FRL cannot average, so it is left out) and
+  ``rlcode`` (every agent the weaker rlcode recipe);
+- environments: CartPole-v1 (mission 490) and Acrobot-v1 (mission −100), 2 and 8 agents.
+
+Reported per cell and variant: the IQM of the episodes to the first agent's mission and to the
+last agent's, each with a 95 % stratified-bootstrap CI, and the probability that the variant needs
+fewer episodes than independent agents on the same cell (both measures, with CIs). Raw runs go
+to ``--work`` (resumable: rerun the same command); ``sharing_*`` CSVs and a PNG to ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from frd.results import ResultStore  # noqa: E402
+from frd.rl.config import rl_config  # noqa: E402
+from frd.rl.experiment import run_experiment  # noqa: E402
+from frd.rl.summary import BASELINE  # noqa: E402
+from frd.stats import improvement_ci, iqm_ci  # noqa: E402
+
+ENVS = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1"}
+AGENTS = (2, 8)
+POPULATIONS: dict[str, dict[str, Any]] = {
+    "homogeneous": {}, "widths": {"agent_spec": "h=32;h=64;h=128"}, "rlcode": {"recipe": "rlcode"}}
+"""Population → common RL settings on top of the defaults."""
+STEPS = 20
+"""Minibatches per round of the fixed-amount knob [ours: below every default epoch of the seed
+study, 2 agents' PD ≈ 92 and FRD S = 30 ≈ 40 per round]."""
+KNOBS: dict[str, dict[str, Any]] = {
+    "": {}, " steps": {"distill_steps": STEPS}, " better": {"distill_target": "better"},
+    " steps+better": {"distill_steps": STEPS, "distill_target": "better"}}
+"""Label suffix → distillation options of PD and FRD; the first is the seed's protocol."""
+PLAIN = ("independent", "frl", "pd", "frd", "mixfrd")
+ORDER = ["independent", "frl", *(m + suffix for m in ("pd", "frd") for suffix in KNOBS), "mixfrd"]
+"""Rows of a cell in the tables and the figure."""
+MEASURES = {"mission_episodes": "first agent", "all_agents_episodes": "every agent"}
+
+
+def variants(population: str) -> list[tuple[str, tuple[str, ...], dict[str, Any]]]:
+    """(folder, methods, options) of the experiments of one cell: one batch of every method at its
+    defaults, then one batch of PD and FRD per knob setting."""
+    plain = tuple(m for m in PLAIN if not (m == "frl" and population == "widths"))
+    return [("default", plain, {})] + [(suffix.strip(), ("pd", "frd"), options)
+                                       for suffix, options in KNOBS.items() if options]
+
+
+def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -> pd.DataFrame:
+    """Every variant of one cell, resumed from ``--work``; their runs, labelled."""
+    frames = []
+    for folder, methods, options in variants(population):
+        config = rl_config(methods, env_id=ENVS[env], agents=agents, seeds=args.seeds, until="all",
+                           max_episodes=args.max_episodes, **POPULATIONS[population], **options)
+        out = args.work / f"{env}-{agents}agents-{population}" / folder
+        print(f"--- {out}: {', '.join(methods)}", flush=True)
+        run_experiment(config, out, progress=args.progress)
+        runs = ResultStore(out, config, config.resume_key()).read("runs")
+        runs = runs[runs["method"].isin(methods) & (runs["seed"] < args.seeds)]
+        suffix = "" if folder == "default" else f" {folder}"
+        frames.append(runs.assign(variant=runs["method"] + suffix))
+    return pd.concat(frames, ignore_index=True).assign(env=env, agents=agents, population=population)
+
+
+def summarise(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per cell and variant: completion, IQM [CI] of both measures, P(fewer episodes than
+    independent) [CI] on both."""
+    rows = []
+    for (env, agents, population), cell in runs.groupby(["env", "agents", "population"], sort=False):
+        alone = cell[cell["variant"] == BASELINE]
+        for variant, g in sorted(cell.groupby("variant"), key=lambda item: ORDER.index(item[0])):
+            row: dict[str, Any] = dict(env=env, agents=agents, population=population, variant=variant, runs=len(g),
+                                       all_completed=(g["agents_completed"] == agents).mean())
+            for column, name in MEASURES.items():
+                mid, lo, hi = iqm_ci(g[column])
+                row.update({f"{name} IQM": mid, f"{name} IQM lo": lo, f"{name} IQM hi": hi})
+                if variant != BASELINE:
+                    p, p_lo, p_hi = improvement_ci(g[column], alone[column])
+                    row.update({f"{name} P(better)": p, f"{name} P lo": p_lo, f"{name} P hi": p_hi})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdict(row: pd.Series, name: str) -> str:
+    """helps / hurts when the P(improvement) interval excludes 0.5, else no difference shown."""
+    lo, hi = row[f"{name} P lo"], row[f"{name} P hi"]
+    return "helps" if lo > 0.5 else "hurts" if hi < 0.5 else "–"
+
+
+def markdown(table: pd.DataFrame) -> str:
+    lines = ["| env | agents | population | variant | all agents done | first agent: IQM [95 % CI] | P(better) [CI] | "
+             "every agent: IQM [95 % CI] | P(better) [CI] | sharing |", "|---" * 10 + "|"]
+    for _, r in table.iterrows():
+        cells = [r["env"], str(r["agents"]), r["population"], r["variant"], f"{r['all_completed']:.0%}"]
+        for name in MEASURES.values():
+            cells.append(f"{r[f'{name} IQM']:.0f} [{r[f'{name} IQM lo']:.0f}–{r[f'{name} IQM hi']:.0f}]")
+            cells.append("–" if r["variant"] == BASELINE else
+                         f"{r[f'{name} P(better)']:.2f} [{r[f'{name} P lo']:.2f}–{r[f'{name} P hi']:.2f}]")
+        cells.append("" if r["variant"] == BASELINE else verdict(r, "every agent"))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(table: pd.DataFrame, path: Path) -> None:
+    """P(fewer episodes than independent) for every agent to complete, with its CI: one panel per
+    (env, population), one marker per agent count; right of 0.5 sharing helps."""
+    cells = list(table.groupby(["env", "population"], sort=False))
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 4.5), sharex=True, squeeze=False)
+    for ax, ((env, population), cell) in zip(axes[0], cells):
+        shared = cell[cell["variant"] != BASELINE]
+        labels = list(dict.fromkeys(shared["variant"]))
+        for k, (agents, g) in enumerate(shared.groupby("agents")):
+            g = g.set_index("variant").reindex(labels)
+            y = [i + 0.2 * k for i in range(len(labels))]
+            p = g["every agent P(better)"]
+            ax.errorbar(p, y, xerr=[p - g["every agent P lo"], g["every agent P hi"] - p], fmt="o", capsize=2,
+                        label=f"{agents} agents")
+        ax.axvline(0.5, color="grey", lw=1, ls="--")
+        ax.set(yticks=range(len(labels)), yticklabels=labels, xlim=(0, 1), title=f"{env}, {population}",
+               xlabel="P(every agent done in fewer episodes than independent)")
+        ax.invert_yaxis()
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS))
+    parser.add_argument("--agents", nargs="+", type=int, default=list(AGENTS))
+    parser.add_argument("--populations", nargs="+", choices=list(POPULATIONS), default=list(POPULATIONS))
+    parser.add_argument("--max-episodes", type=int, default=1000, help="episode cap per agent")
+    parser.add_argument("--work", type=Path, default=Path("results/sharing_study"), help="raw runs (resumable)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="CSV summaries and the PNG")
+    parser.add_argument("--no-progress", dest="progress", action="store_false")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs = pd.concat([run_cell(env, agents, population, args)
+                      for env, agents, population in itertools.product(args.envs, args.agents, args.populations)],
+                     ignore_index=True)
+    table = summarise(runs)
+    runs.to_csv(args.out / "sharing_runs.csv", index=False)
+    table.to_csv(args.out / "sharing_summary.csv", index=False)
+    (args.out / "sharing_table.md").write_text(markdown(table))
+    plot(table, args.out / "sharing.png")
+    print(markdown(table))
+
+
+if __name__ == "__main__":
+    main()
