@@ -15,6 +15,7 @@ from frd.errors import FrdError
 from frd.rl.config import RLConfig, rl_config
 from frd.rl.experiment import run_experiment
 from frd.rl.runner import RLBatch
+from frd.seeding import Stream, derive_seed
 
 
 def test_spec_entries_parse_to_typed_values_and_cycle_over_the_agents():
@@ -123,3 +124,25 @@ def test_defaults_leave_the_resume_key_as_before_and_set_options_enter_it():
     assert key["init"] == "separate" and key["agent_spec"] == ({"hidden": 8, "lr": None, "recipe": None},)
     with pytest.raises(FrdError, match="--init takes shared or separate, got 'fresh'"):
         RLConfig(init="fresh").validate()
+
+
+def test_a_homogeneous_batch_is_one_group_computing_what_the_bare_population_did():
+    """Defaults unchanged: one group with the lane and init seeds the runner used before, stepping
+    and learning bit for bit like a bare ``A2CPopulation``."""
+    config = RLConfig(agents=2, hidden=8)
+    batch = RLBatch(config, [("pd", 0), ("pd", 1)])
+    (group,) = batch.pop.groups
+    lane_seeds = [derive_seed(s, a) for s in (0, 1) for a in range(2)]
+    bare = A2CPopulation(lane_seeds, 4, 2, recipe("nstep", hidden=8), [derive_seed(s, Stream.RL_INIT) for s in (0, 0, 1, 1)])
+    rng = np.random.default_rng(0)
+    for _ in range(24):
+        obs = rng.normal(size=(4, 4)).astype(np.float32)
+        (actions, probs), (again, probs_again) = bare.act(obs), batch.pop.act(obs)
+        assert np.array_equal(actions, again) and np.array_equal(probs, probs_again)
+        step = (obs, actions, rng.random(4).astype(np.float32), rng.normal(size=(4, 4)).astype(np.float32),
+                rng.random(4) < 0.1, np.zeros(4, bool), np.ones(4, np.float32))
+        bare.observe(*step)
+        batch.pop.observe(*step)
+    assert bare.actor_opt.steps.tolist() == [3] * 4
+    for net in ("actor", "critic"):
+        assert np.array_equal(getattr(bare, net).data.numpy(), getattr(group, net).data.numpy())

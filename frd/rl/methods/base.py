@@ -82,8 +82,9 @@ class Strategy:
         """After every download of the round; default: nothing left to do."""
 
     def after_update(self, population: Population, rows: Sequence[int]) -> None:
-        """Learner hook, after a local A2C update of the run's agents at population ``rows``;
-        default: none (the runner skips strategies that do not override it)."""
+        """Learner hook, after a local A2C update of the run's agents at population ``rows`` (agents
+        whose recipes update at different intervals: whenever they all just have); default: none
+        (the runner skips strategies that do not override it)."""
 
     @classmethod
     def hooks_updates(cls) -> bool:
