@@ -51,7 +51,8 @@ def population_steps(lanes: int, steps_per_lane: int, threads: int,
     config = RLConfig(agents=2, seeds=lanes // 2, max_episodes=10**9, target=float("inf"), threads=threads)
     batch = RLBatch(config, [("independent", seed) for seed in range(lanes // 2)])
     if phases is not None:
-        for obj, method, phase in ((batch.pop, "act", "act"), (batch.env, "step", "env"), (batch.pop, "learn", "update")):
+        (group,) = batch.pop.groups  # one learner for every lane; it learns inside observe()
+        for obj, method, phase in ((batch.pop, "act", "act"), (batch.env, "step", "env"), (group, "learn", "update")):
             phases.wrap(obj, method, phase)
     with Clock() as clock:
         batch.reset()

@@ -14,7 +14,8 @@ class Stream(IntEnum):
     """Stream keys: ``derive_seed(run_seed, Stream.X, …)``."""
 
     # RL: derive_seed(run seed, key) unless noted
-    RL_INIT = 0x1417          # initial actor and critic weights shared by a run's agents
+    RL_INIT = 0x1417          # initial actor and critic weights shared by a run's agents (--init separate:
+                              # derive_seed(run seed, agent, RL_INIT), one per agent)
     RL_CHANNEL = 0xC4A        # the run's channel
     RL_EXCHANGE = 0xD15       # a round's method draws: derive_seed(run seed, round, RL_EXCHANGE)
     RL_ACTIONS = 0x5EED       # XOR-ed into a lane's seed for its action draws

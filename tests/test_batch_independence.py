@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from agents.a2c import A2CPopulation, recipe
-from frd.rl.config import RLConfig
+from frd.rl.config import RLConfig, rl_config
 from frd.rl.runner import simulate
 
 METHODS = ("independent", "frd", "pd", "frl")
@@ -104,3 +104,21 @@ def test_one_lane_updates_identically_in_a_batch_of_1_and_of_64_across_compactio
     for opt in ("actor_opt", "critic_opt"):
         for buf in ("exp_avg", "exp_avg_sq"):
             assert np.array_equal(getattr(getattr(one, opt), buf)[0].numpy(), getattr(getattr(many, opt), buf)[row].numpy())
+
+
+def test_a_heterogeneous_run_is_bit_identical_alone_and_in_a_batch_with_compaction(monkeypatch):
+    """Two widths and two recipes (n = 8 and n = 1): lanes sit in two stacked groups that meet
+    every 8 steps. The batch's last two runs to finish were live when it was compacted; each
+    then runs alone."""
+    config = rl_config(("pd", "frd", "independent"), agents=2, agent_spec="h=8;h=16,recipe=rlcode,lr=2e-3",
+                       activation="relu", max_episodes=50, target=float("inf"), period=10)
+    compactions = []
+    real_keep = A2CPopulation.keep
+    monkeypatch.setattr(A2CPopulation, "keep", lambda self, rows: (compactions.append(len(rows)), real_keep(self, rows)))
+    batched = _run(config, [(m, s) for s in range(2) for m in ("pd", "frd", "independent")])
+    assert compactions and compactions[0] >= 2  # each group keeps one lane per live run: both targets live
+    for rid in list(batched)[-2:]:
+        method, seed = rid.split("-seed")
+        alone = _run(config, [(method, int(seed))])[rid]
+        assert len(alone) == 100
+        pd.testing.assert_frame_equal(alone, batched[rid], check_exact=True)

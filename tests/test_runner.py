@@ -125,7 +125,7 @@ def test_generic_env_path_runs_acrobot_lanes():
 
 def test_agents_of_a_run_share_initial_weights_runs_do_not():
     batch = RLBatch(RLConfig(agents=2, hidden=8), [("frl", 0), ("frl", 1)])
-    actor = batch.pop.actor.data
+    actor = batch.pop.groups[0].actor.data
     assert np.array_equal(actor[0], actor[1]) and not np.array_equal(actor[0], actor[2])
 
 

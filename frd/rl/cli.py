@@ -18,8 +18,8 @@ from frd.rl.experiment import run_experiment
 from frd.rl.methods import RL_METHODS
 from frd.rl.mission import default_target
 
-COMMON_FLAGS = ("env_id", "agents", "seeds", "first_seed", "hidden", "activation", "recipe", "max_episodes",
-                "period", "target", "window", "until", "channel", "channel_options", "threads")
+COMMON_FLAGS = ("env_id", "agents", "seeds", "first_seed", "hidden", "activation", "recipe", "agent_spec", "init",
+                "max_episodes", "period", "target", "window", "until", "channel", "channel_options", "threads")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -31,6 +31,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hidden", type=int, default=d.hidden, help="hidden width h of actor and critic")
     p.add_argument("--activation", default=d.activation, help="tanh or relu")
     p.add_argument("--recipe", default=d.recipe, help="A2C recipe: nstep or rlcode")
+    p.add_argument("--agent-spec", default="", metavar="SPEC", help="per-agent learners, cycled over the agents, e.g. "
+                   "'h=32;h=64;h=128,lr=3e-4;recipe=rlcode' (keys h, lr, recipe; a missing key: the common one)")
+    p.add_argument("--init", default=d.init, help="initial weights: shared by the agents of one architecture, or separate")
     p.add_argument("--max-episodes", type=int, default=d.max_episodes, help="episode cap per agent")
     p.add_argument("--period", type=int, default=d.period, help="episodes between exchange rounds")
     p.add_argument("--target", type=float, default=None, help="mission score (default: the env's: CartPole-v1 490 "

@@ -6,7 +6,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
-from agents.a2c import recipe
+from agents.a2c import A2CConfig, recipe
+from agents.spec import AgentSpec, agent_configs, parse_agent_spec
 from agents.stacked import ACTIVATIONS
 from envs.lanes import check_env_id
 from frd.channel import check_channel
@@ -17,6 +18,13 @@ from frd.rl.methods import RL_METHODS, RunSetup, get_method
 
 UNTIL = ("first", "all")
 """When a run ends: at the mission (the first agent to complete), or once every agent completed."""
+
+INITS = ("shared", "separate")
+"""Initial weights: one per architecture for all of a run's agents (a server's initial model), or one per agent."""
+
+ADDED_LATER = {"agent_spec": (), "init": "shared"}
+"""Fields added after results were saved, with their defaults: in the resume key only when set
+otherwise, so folders written before them still resume."""
 
 
 @dataclass(frozen=True)
@@ -34,10 +42,16 @@ class RLConfig:
     recipe: str = "nstep"          # A2C recipe: nstep (default) or rlcode
     hidden: int = 64               # hidden width h of actor and critic
     activation: str = "tanh"       # hidden activation
+    agent_spec: tuple[AgentSpec, ...] = ()  # per-agent width, lr, recipe, cycled over the agents (agents.spec)
+    init: str = "shared"           # initial weights shared by the agents of one architecture, or separate
     channel: str = "ideal"         # channel model of every transfer (frd.channel.CHANNELS)
     channel_options: tuple = ()    # (name, value) overrides of the channel's parameters
     threads: int = 1               # torch threads (1 is fastest below ~256 lanes here)
     options: Mapping[str, Any] = field(default_factory=dict)  # method → its options; absent: defaults
+
+    def agent_configs(self) -> list[A2CConfig]:
+        """Each agent's A2C config: its ``agent_spec`` entry over the common recipe, width and activation."""
+        return agent_configs(self.agent_spec, self.agents, self.recipe, self.hidden, self.activation)
 
     def options_for(self, method: str) -> Any:
         return self.options[method] if method in self.options else get_method(method).Options()
@@ -64,9 +78,11 @@ class RLConfig:
         recipe(self.recipe, hidden=self.hidden, activation=self.activation)
         if self.activation not in ACTIVATIONS:
             raise FrdError(f"unknown activation {self.activation!r}; choose {' or '.join(ACTIVATIONS)}")
+        if self.init not in INITS:
+            raise FrdError(f"--init takes {' or '.join(INITS)}, got {self.init!r}")
         env = check_env_id(self.env_id)
         setup = RunSetup(self.env_id, env.observation_space, int(env.action_space.n),  # type: ignore[arg-type, attr-defined]
-                         self.agents, self.first_seed)
+                         self.agents, self.first_seed, tuple(c.hidden for c in self.agent_configs()))
         for name, method in zip(self.methods, methods):
             method.check(self.options_for(name), setup)
         check_channel(self.channel, dict(self.channel_options))
@@ -74,7 +90,8 @@ class RLConfig:
     def resume_key(self) -> ResumeKey:
         """Results change with these: the common fields (not the seeds, the method list or the
         threads) and each method's resolved options."""
-        common = {k: v for k, v in asdict(self).items() if k not in ("seeds", "methods", "threads", "options")}
+        common = {k: v for k, v in asdict(self).items() if k not in ("seeds", "methods", "threads", "options")
+                  and not (k in ADDED_LATER and v == ADDED_LATER[k])}
         return ResumeKey(common, {m: options_key(self.options_for(m)) for m in self.methods})
 
 
@@ -83,10 +100,13 @@ COMMON_FIELDS = frozenset(f.name for f in fields(RLConfig)) - {"options"}
 
 def rl_config(methods: tuple[str, ...] | str, **values: Any) -> RLConfig:
     """An ``RLConfig`` from flat values: common fields by name, and each option to every listed
-    method that has it (an option no listed method has is an error naming its methods)."""
+    method that has it (an option no listed method has is an error naming its methods);
+    ``agent_spec`` may be given as its text, e.g. ``"h=32;h=64,lr=3e-4"``."""
     methods = (methods,) if isinstance(methods, str) else tuple(methods)
     for m in methods:
         get_method(m)
     common = {k: v for k, v in values.items() if k in COMMON_FIELDS}
+    if isinstance(common.get("agent_spec"), str):
+        common["agent_spec"] = parse_agent_spec(common["agent_spec"])
     options = build_options(RL_METHODS, methods, {k: v for k, v in values.items() if k not in COMMON_FIELDS})
     return RLConfig(methods=methods, options=options, **common)

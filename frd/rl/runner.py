@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from agents.a2c import A2CPopulation, recipe
+from agents.grouped import GroupedPopulation
 from envs.lanes import make_lanes
 from frd.channel import make_channel
 from frd.exchange import run_round
@@ -62,14 +62,17 @@ class RLBatch:
         A = config.agents
         lane_seeds = [derive_seed(s, a) for s in seeds for a in range(A)]
         self.env = make_lanes(config.env_id, lane_seeds)
-        a2c = recipe(config.recipe, hidden=config.hidden, activation=config.activation)
-        # Every agent of a run starts from the same networks, as from a server's initial model.
-        init_seeds = [derive_seed(s, Stream.RL_INIT) for s in seeds for _ in range(A)]
-        self.pop = A2CPopulation(lane_seeds, self.env.obs_dim, self.env.n_actions, a2c, init_seeds)
+        agents = config.agent_configs()
+        # shared: the agents of a run with one architecture start from the same networks, as from a
+        # server's initial model (one init seed per run); separate: each from its own.
+        init_seeds = [derive_seed(s, Stream.RL_INIT) if config.init == "shared" else derive_seed(s, a, Stream.RL_INIT)
+                      for s in seeds for a in range(A)]
+        self.pop = GroupedPopulation(lane_seeds, self.env.obs_dim, self.env.n_actions, agents * len(seeds), init_seeds)
         self.rows = np.arange(len(lane_seeds))      # population row → env lane
+        widths = tuple(c.hidden for c in agents)
 
         def strategy(method: str, seed: int) -> Strategy:
-            setup = RunSetup(config.env_id, self.env.observation_space, self.env.n_actions, A, seed)
+            setup = RunSetup(config.env_id, self.env.observation_space, self.env.n_actions, A, seed, widths)
             return get_method(method)(config.options_for(method), setup)
 
         self.runs = [RunState(method, strategy(method, s), s, np.arange(i * A, (i + 1) * A),
@@ -100,7 +103,7 @@ class RLBatch:
         tick = last_status = time.perf_counter()
         while self.live_runs:
             self.step()
-            if self.pop.rollout.t == 0:  # an update just happened: a safe point for rounds
+            if self.pop.between_updates:  # every group just updated: a safe point for rounds
                 now = time.perf_counter()
                 self._charge_compute(now - tick)
                 self._after_updates()

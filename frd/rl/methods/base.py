@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
-from agents.a2c import A2CPopulation
+from agents.grouped import Population
 from frd.options import NoOptions
 from frd.payload import Payload
 
@@ -30,13 +30,14 @@ class RunSetup:
     n_actions: int
     agents: int
     seed: int
+    widths: tuple[int, ...] = ()  # each agent's hidden width (empty: not known to the caller)
 
 
 @dataclass(frozen=True)
 class RoundContext:
     """The run as one exchange round sees it."""
 
-    population: A2CPopulation
+    population: Population
     rows: Mapping[int, int]                                # live agent → population row
     memories: Mapping[int, tuple[np.ndarray, np.ndarray]]  # agent → (states, probs) of the period
     rng: np.random.Generator                               # the round's own draws
@@ -80,9 +81,10 @@ class Strategy:
     def finish_round(self) -> None:
         """After every download of the round; default: nothing left to do."""
 
-    def after_update(self, population: A2CPopulation, rows: Sequence[int]) -> None:
-        """Learner hook, after a local A2C update of the run's agents at population ``rows``;
-        default: none (the runner skips strategies that do not override it)."""
+    def after_update(self, population: Population, rows: Sequence[int]) -> None:
+        """Learner hook, after a local A2C update of the run's agents at population ``rows`` (agents
+        whose recipes update at different intervals: whenever they all just have); default: none
+        (the runner skips strategies that do not override it)."""
 
     @classmethod
     def hooks_updates(cls) -> bool:

@@ -9,7 +9,7 @@ import numpy as np
 from frd.errors import FrdError
 from frd.exchange import broadcast
 from frd.payload import FLOAT_BITS, Payload
-from frd.rl.methods.base import Strategy
+from frd.rl.methods.base import RunSetup, Strategy
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,13 @@ class FRLOptions:
 class FederatedRL(Strategy):
     description = "federated RL: average actor weights"
     Options = FRLOptions
+
+    @classmethod
+    def check(cls, options: FRLOptions, setup: RunSetup) -> None:
+        """Weights of different shapes have no average: refused before anything runs."""
+        if len(set(setup.widths)) > 1:
+            raise FrdError(f"frl averages weights, so its agents need one hidden width (--agent-spec gives "
+                           f"{', '.join(map(str, sorted(set(setup.widths))))}); use pd or frd, which exchange policies")
 
     def _state(self, agent: int) -> dict[str, np.ndarray]:
         pop, row = self.round.population, self.round.rows[agent]
