@@ -162,6 +162,9 @@ class RaySession:
     def __enter__(self) -> "RaySession":
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
         os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # silences a FutureWarning
+        # Ray runs its workers at nice 15 by default, so on a shared machine any other job starves
+        # the sweep (measured: a 180 s run took 920 s beside one busy process); run them like the local backend.
+        os.environ.setdefault("RAY_worker_niceness", "0")
         address = self.backend.address
         if address == "local" or _is_loopback(address):
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # node address 127.0.0.1, not the LAN's
