@@ -7,9 +7,10 @@ a. 10 devices × 500 MNIST samples (the shared test set split 80/20 into pool an
    uplink-access readings (fdma, tdma). In the asymmetric FDMA cell: FL, FD, FLD, MixFLD
    (n_mix ∈ {10, 50}; n_inv does not enter MixFLD) and Mix2FLD with (n_mix, n_inv) ∈
    {(10, 10), (10, 20), (50, 50), (50, 100)}; in the other three cells FL and Mix2FLD (50, 100),
-   whose large uploads (weights; 50 seed samples) are the ones the readings can lose. Reference device 0's accuracy after local training (the letter's
-   reading) and after the download, vs time (measured compute + channel time), uplink payload
-   and its ratio to FL's, failed uploads.
+   whose large uploads (weights; 50 seed samples) are the ones the readings can lose. Reference
+   device 0's accuracy after local training (the letter's reading) and after the download, vs
+   time (measured compute + channel time), uplink payload and its ratio to FL's, failed uploads.
+   ``--cells`` / ``--labels`` run part of the grid (the summary covers what has finished).
 b. Sample privacy of Mixup (one device) and Mix2up (two devices) over γ (the γ = 0 row is a raw
    upload: distance 0, log = −inf).
 c. The channel alone, over P_up ∈ {10, …, 40} dBm and both access readings: slots and failure
@@ -252,6 +253,8 @@ def main() -> None:
     parser.add_argument("--data-dir", help="MNIST IDX files (default ../shared/data/mnist)")
     parser.add_argument("--work", default="results/mix2fld_study", help="raw runs (resumable)")
     parser.add_argument("--out", default="benchmarks/results", help="CSV summaries and PNGs")
+    parser.add_argument("--cells", nargs="+", choices=list(CHANNELS), help="run only these channel cells")
+    parser.add_argument("--labels", nargs="+", help="run only these methods, e.g. FL 'Mix2FLD (50,100)'")
     parser.add_argument("--finished-only", action="store_true",
                         help="run nothing; summarise the runs already finished in --work")
     args = parser.parse_args()
@@ -259,7 +262,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
 
     base = dict(seeds=args.seeds, data_dir=args.data_dir, **SCALES[args.scale])
-    jobs = [(label, cell, config, folder(work, cell, config)) for label, cell, config in grid(base)]
+    jobs = [(label, cell, config, folder(work, cell, config)) for label, cell, config in grid(base)
+            if (args.cells is None or cell in args.cells) and (args.labels is None or label in args.labels)]
     if args.finished_only:
         jobs = [job for job in jobs if (job[3] / "runs.csv").exists()]
     else:
