@@ -53,10 +53,12 @@ def build_run(config: ClsConfig, seed: int, data: Dataset) -> tuple[RunContext, 
     return ctx, method_class(ctx)
 
 
-def run_seed(config: ClsConfig, seed: int, data: Dataset,
-             on_round: Callable[[], object] = lambda: None) -> dict[str, pd.DataFrame]:
-    """One seed of ``config``: the runs, rounds and ledger tables of that run."""
+def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[], object] = lambda: None,
+             wrap: Callable[[Method], Method] = lambda method: method) -> dict[str, pd.DataFrame]:
+    """One seed of ``config``: the runs, rounds and ledger tables of that run. ``wrap`` may put
+    the method's devices elsewhere (``classification.remote.RemoteMethod``)."""
     ctx, method = build_run(config, seed, data)
+    method = wrap(method)
     config = ctx.config
     ledger = Ledger()
     channel = make_channel(config.channel, derive_seed(seed, Stream.CLS_CHANNEL), **config.channel_options)
