@@ -11,14 +11,16 @@ it again: Flower 1.42 starts a new process for every message.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
+import pandas as pd
 from torch import nn
 
 from classification.config import ClsConfig
 from classification.context import RunContext
 from classification.data import Dataset
 from classification.methods import Method, get_method
+from classification.runner import run_seed
 from frd.exchange import Exchange
 from frd.payload import Payload
 from frd.remote import Link, RemoteExchange, Reply, Request, Transport, array_report, timed
@@ -109,6 +111,19 @@ def participant_reply(config: ClsConfig, data: Dataset, device: int, request: Re
 
     reply = timed(work)
     return reply, _save(ctx, method, device)
+
+
+def run_remote(config: ClsConfig, seed: int, data: Dataset, link: Link,
+               on_round: Callable[[], object] = lambda: None) -> dict[str, pd.DataFrame]:
+    """``run_seed`` with the devices reached over ``link``: its tables plus ``transport``."""
+    made: list[RemoteMethod] = []
+
+    def wrap(method: Method) -> Method:
+        made.append(RemoteMethod(method, link))
+        return made[0]
+
+    tables = run_seed(config, seed, data, on_round, wrap)
+    return {**tables, "transport": made[0].transport.frame()}
 
 
 def resolved(config: ClsConfig) -> ClsConfig:

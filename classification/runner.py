@@ -16,7 +16,7 @@ from classification.data import Dataset, load_dataset
 from classification.methods import GLOBAL, Method, get_method
 from classification.models import count_parameters
 from classification.training import evaluate
-from frd.backends import LOCAL, Backend
+from frd.backends import LOCAL, ClsBackend
 from frd.channel import make_channel
 from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
@@ -102,7 +102,7 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[],
 
 
 def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True,
-                   backend: Backend = LOCAL) -> ResultStore:
+                   backend: ClsBackend = LOCAL) -> ResultStore:
     """Every seed of ``config`` not already finished in ``out_dir``, on ``backend``; results are
     saved per seed.
 

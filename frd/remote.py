@@ -81,7 +81,7 @@ class RemoteExchange:
     def _send(self, step: str, payloads: Mapping[int, bytes | None]) -> dict[int, Reply]:
         replies = self.link.send({p: Request(self.stage, step, self.seed, self.round, payloads.get(p))
                                   for p in self.participants})
-        for p, (reply, round_trip) in replies.items():
+        for p, (reply, round_trip) in sorted(replies.items()):
             sent = reply.payload if step == "up" else payloads.get(p)
             if sent is not None:
                 self.transport.record(self.run_id, self.round, p, step, sent, max(round_trip - reply.work_s, 0.0))

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from classification.methods import cls_config
-from classification.remote import RemoteMethod, participant_reply, resolved
+from classification.remote import participant_reply, resolved, run_remote
 from classification.runner import run_seed
 from frd.remote import TRANSPORT_COLUMNS
 
@@ -30,17 +30,14 @@ class Loopback:
         return out
 
 
-def remote_run(config, data):
-    made = []
-    tables = run_seed(config, 0, data, wrap=lambda m: made.append(RemoteMethod(m, Loopback(config, data))) or made[-1])
-    return tables, made[0].transport.frame()
 
 
 @pytest.mark.parametrize("method", list(CASES))
 def test_remote_devices_give_the_in_process_tables(digits, method):
     config = cls_config(method, rounds=2, iterations_per_round=5, devices=3, **CASES[method])
     local = run_seed(config, 0, digits)
-    remote, transport = remote_run(config, digits)
+    remote = run_remote(config, 0, digits, Loopback(config, digits))
+    transport = remote["transport"]
     for table in ("runs", "rounds"):  # compute_s is wall-clock time
         assert remote[table].drop(columns="compute_s").equals(local[table].drop(columns="compute_s"))
     assert remote["ledger"].equals(local["ledger"])
