@@ -42,43 +42,45 @@ def _reply_error(message: Message, what: str) -> None:
 
 class FlowerLink:
     """The ``frd.remote.Link`` over a Flower grid: participant k is the node whose config says
-    ``partition-id=k``."""
+    ``partition-id=k``. Every reply says which participant sent it, so the first request (the same
+    for everyone: work and upload) also maps participants to nodes, without a message of its own."""
 
     def __init__(self, grid: Grid, participants: int) -> None:
-        self.grid = grid
-        self.nodes = self._identify(participants)
+        self.grid, self.participants = grid, participants
+        self.nodes: dict[int, int] = {}
 
-    def _identify(self, participants: int) -> dict[int, int]:
+    def _connected(self) -> list[int]:
         deadline = time.monotonic() + NODE_WAIT_S
-        while len(nodes := sorted(self.grid.get_node_ids())) < participants:
+        while len(nodes := sorted(self.grid.get_node_ids())) < self.participants:
             if time.monotonic() > deadline:
-                raise FrdError(f"only {len(nodes)} of {participants} nodes connected within {NODE_WAIT_S:.0f} s; "
+                raise FrdError(f"only {len(nodes)} of {self.participants} nodes connected within {NODE_WAIT_S:.0f} s; "
                                "start one frd flower node per participant")
             time.sleep(0.2)
-        mapping: dict[int, int] = {}
-        for reply in self.grid.send_and_receive([Message(RecordDict(), node, "query") for node in nodes]):
-            _reply_error(reply, "identifying a node")
-            said = reply.content[RECORD]
-            if int(str(said["participants"])) != participants:
-                raise FrdError(f"a node was started for {said['participants']!s} participants, the run has {participants}")
-            mapping[int(str(said["participant"]))] = reply.metadata.src_node_id
-        if sorted(mapping) != list(range(participants)):
-            raise FrdError(f"nodes say they are participants {sorted(mapping)}, the run needs 0..{participants - 1} "
-                           "once each")
-        return mapping
+        return nodes
 
     def send(self, requests: Mapping[int, Request]) -> dict[int, tuple[Reply, float]]:
-        messages = [Message(RecordDict({RECORD: _request_record(r)}), self.nodes[p], "train") for p, r in requests.items()]
+        if self.nodes:
+            targets = {self.nodes[p]: r for p, r in requests.items()}
+        else:
+            (first, *others) = requests.values()
+            assert all(r == first for r in others), "the first request must be the same for every participant"
+            targets = {node: first for node in self._connected()}
+        messages = [Message(RecordDict({RECORD: _request_record(r)}), node, "train") for node, r in targets.items()]
         started = time.perf_counter()
-        waiting = dict(zip(self.grid.push_messages(messages), requests))
+        waiting = set(self.grid.push_messages(messages))
         out: dict[int, tuple[Reply, float]] = {}
         while waiting:
-            for reply in self.grid.pull_messages(list(waiting)):
-                participant = waiting.pop(reply.metadata.reply_to_message_id)
-                _reply_error(reply, f"participant {participant}")
-                out[participant] = (_reply(reply.content[RECORD]), time.perf_counter() - started)
+            for message in self.grid.pull_messages(list(waiting)):
+                waiting.discard(message.metadata.reply_to_message_id)
+                _reply_error(message, f"node {message.metadata.src_node_id}")
+                participant, reply = _reply(message.content[RECORD], self.participants)
+                self.nodes.setdefault(participant, message.metadata.src_node_id)
+                out[participant] = (reply, time.perf_counter() - started)
             if waiting:
                 time.sleep(POLL_S)
+        if sorted(out) != list(range(self.participants)):
+            raise FrdError(f"nodes say they are participants {sorted(out)}, the run needs 0..{self.participants - 1} "
+                           "once each")
         return out
 
 
@@ -94,17 +96,20 @@ def _request(record: Any) -> Request:
     return Request(str(record["stage"]), str(record["step"]), int(record["seed"]), int(record["round"]), payload)
 
 
-def _reply_record(reply: Reply) -> ConfigRecord:
-    record = ConfigRecord({"work_s": reply.work_s})
+def _reply_record(reply: Reply, participant: int, participants: int) -> ConfigRecord:
+    record = ConfigRecord({"work_s": reply.work_s, "participant": participant, "participants": participants})
     for name in ("payload", "report"):
         if getattr(reply, name) is not None:
             record[name] = getattr(reply, name)
     return record
 
 
-def _reply(record: Any) -> Reply:
+def _reply(record: Any, participants: int) -> tuple[int, Reply]:
+    """Who sent ``record`` and what it says."""
+    if int(record["participants"]) != participants:
+        raise FrdError(f"a node was started for {record['participants']!s} participants, the run has {participants}")
     payload, report = (record[n] if n in record else None for n in ("payload", "report"))
-    return Reply(payload, report, float(record["work_s"]))
+    return int(record["participant"]), Reply(payload, report, float(record["work_s"]))
 
 
 class FlowerBackend:
@@ -150,21 +155,14 @@ def _load(dataset: str, data_dir: str | None, download: bool, test_fraction: flo
     return load_dataset(dataset, data_dir, download=download, test_fraction=test_fraction, split_seed=split_seed)
 
 
-@client.query()
-def identify(message: Message, context: Context) -> Message:
-    participant, participants = _participant(context)
-    return Message(RecordDict({RECORD: ConfigRecord({"participant": participant, "participants": participants})}),
-                   reply_to=message)
-
-
 @client.train()
 def step(message: Message, context: Context) -> Message:
     config, _ = read_spec(str(context.run_config[RUN_CONFIG_KEY]))
-    participant, _ = _participant(context)
+    participant, participants = _participant(context)
     request = _request(message.content[RECORD])
     key = f"{RECORD}-seed{request.seed}"
     state = context.state.config_records[key]["state"] if key in context.state else None
     assert state is None or isinstance(state, bytes)
     reply, new_state = participant_reply(resolved(config), _data(config), participant, request, state)
     context.state[key] = ConfigRecord({"state": new_state})
-    return Message(RecordDict({RECORD: _reply_record(reply)}), reply_to=message)
+    return Message(RecordDict({RECORD: _reply_record(reply, participant, participants)}), reply_to=message)
