@@ -35,10 +35,11 @@ class RemoteMethod(Method):
         self.inner, self.link, self.transport = inner, link, Transport()
         self.exchange = self._remote(inner, "round")
 
-    def _remote(self, server: Exchange, stage: str) -> RemoteExchange:
+    def _remote(self, server: Exchange, stage: str, ahead: RemoteExchange | None = None) -> RemoteExchange:
         return RemoteExchange(self.link, server, stage, seed=self.ctx.seed, run_id=self.ctx.run_id,
                               participants=range(self.ctx.config.devices), transport=self.transport,
-                              on_report=self._report)
+                              on_report=self._report, rounds=self.ctx.config.rounds,
+                              ahead=ahead)
 
     def _report(self, device: int, report: Payload) -> None:
         """The reference device's weights, for the runner's evaluation."""
@@ -46,7 +47,7 @@ class RemoteMethod(Method):
 
     def setup_exchange(self) -> Exchange | None:
         setup = self.inner.setup_exchange()
-        return None if setup is None else self._remote(setup, "setup")
+        return None if setup is None else self._remote(setup, "setup", ahead=self.exchange)
 
     def local_train(self, round_: int) -> None:
         self.exchange.gather(round_)
@@ -96,18 +97,24 @@ def participant_reply(config: ClsConfig, data: Dataset, device: int, request: Re
     exchange: Exchange | None = method.setup_exchange() if request.stage == "setup" else method
     assert exchange is not None, "a setup request for a method without a setup exchange"
 
-    def work() -> tuple[bytes | None, bytes | None]:
-        payload = None
+    def report() -> bytes | None:
+        return array_report(weights=ctx.devices.flat(device)) if device == config.reference_device else None
+
+    def train_and_upload(round_: int) -> bytes:
+        method.local_train(round_)
+        return encode(method.upload(device))
+
+    def work() -> tuple[bytes | None, bytes | None, bytes | None]:
         if request.step == "up":
-            if request.stage == "round":
-                method.local_train(request.round)
-            payload = encode(exchange.upload(device))
-        else:
-            if request.payload is not None:
-                exchange.download(device, decode(request.payload))
-            exchange.finish_round()
-        report = array_report(weights=ctx.devices.flat(device)) if device == config.reference_device else None
-        return payload, report
+            payload = train_and_upload(request.round) if request.stage == "round" else encode(exchange.upload(device))
+            return payload, report(), None
+        if request.payload is not None:
+            exchange.download(device, decode(request.payload))
+        exchange.finish_round()
+        after_download = report()
+        if request.next_round is None:
+            return None, after_download, None
+        return train_and_upload(request.next_round), after_download, report()
 
     reply = timed(work)
     return reply, _save(ctx, method, device)

@@ -20,8 +20,10 @@ class Loopback:
 
     def __init__(self, config, data):
         self.config, self.data, self.state = resolved(config), data, {}
+        self.messages = 0
 
     def send(self, requests):
+        self.messages += 1
         out = {}
         for p, request in requests.items():
             started = time.perf_counter()
@@ -36,7 +38,8 @@ class Loopback:
 def test_remote_devices_give_the_in_process_tables(digits, method):
     config = cls_config(method, rounds=2, iterations_per_round=5, devices=3, **CASES[method])
     local = run_seed(config, 0, digits)
-    remote = run_remote(config, 0, digits, Loopback(config, digits))
+    link = Loopback(config, digits)
+    remote = run_remote(config, 0, digits, link)
     transport = remote["transport"]
     for table in ("runs", "rounds"):  # compute_s is wall-clock time
         assert remote[table].drop(columns="compute_s").equals(local[table].drop(columns="compute_s"))
@@ -45,3 +48,5 @@ def test_remote_devices_give_the_in_process_tables(digits, method):
     assert list(transport.columns) == TRANSPORT_COLUMNS
     assert transport[charged.columns].equals(charged)
     assert (transport["wire_bytes"] * 8 >= transport["bits"]).all()
+    # round 1's upload, then each download carrying the next round's upload; Mix2FLD first sends seed samples
+    assert link.messages == config.rounds + 1 + (method == "mix2fld")

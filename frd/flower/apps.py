@@ -86,19 +86,22 @@ class FlowerLink:
 
 def _request_record(request: Request) -> ConfigRecord:
     record = ConfigRecord({"stage": request.stage, "step": request.step, "seed": request.seed, "round": request.round})
-    if request.payload is not None:
-        record["payload"] = request.payload
+    for name in ("payload", "next_round"):
+        if getattr(request, name) is not None:
+            record[name] = getattr(request, name)
     return record
 
 
 def _request(record: Any) -> Request:
     payload = record["payload"] if "payload" in record else None
-    return Request(str(record["stage"]), str(record["step"]), int(record["seed"]), int(record["round"]), payload)
+    next_round = int(record["next_round"]) if "next_round" in record else None
+    return Request(str(record["stage"]), str(record["step"]), int(record["seed"]), int(record["round"]), payload,
+                   next_round)
 
 
 def _reply_record(reply: Reply, participant: int, participants: int) -> ConfigRecord:
     record = ConfigRecord({"work_s": reply.work_s, "participant": participant, "participants": participants})
-    for name in ("payload", "report"):
+    for name in ("payload", "report", "next_report"):
         if getattr(reply, name) is not None:
             record[name] = getattr(reply, name)
     return record
@@ -108,8 +111,8 @@ def _reply(record: Any, participants: int) -> tuple[int, Reply]:
     """Who sent ``record`` and what it says."""
     if int(record["participants"]) != participants:
         raise FrdError(f"a node was started for {record['participants']!s} participants, the run has {participants}")
-    payload, report = (record[n] if n in record else None for n in ("payload", "report"))
-    return int(record["participant"]), Reply(payload, report, float(record["work_s"]))
+    payload, report, next_report = (record[n] if n in record else None for n in ("payload", "report", "next_report"))
+    return int(record["participant"]), Reply(payload, report, float(record["work_s"]), next_report)
 
 
 class FlowerBackend:
