@@ -1,9 +1,9 @@
 """frd over real Flower processes on loopback: a deployment (a SuperLink and two SuperNodes as
 subprocesses, ``frd flower run``) and ``frd flower sim`` give the tables of ``frd cls``.
 
-Rounds.csv's compute_s is wall-clock time and left out of the comparison; everything else,
-accuracy and loss included, must be identical (per-device training on a node gives the same
-bits as the vmapped stack here, see test_remote.py)."""
+Rounds.csv's compute_s is wall-clock time and left out of the comparison; the ledger must be
+identical, accuracy and loss equal to test_remote.RTOL (per-device training on a node may differ
+from the vmapped stack in the last bits, see test_remote.py)."""
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +12,7 @@ import pytest
 import frd.flower
 from frd.cli import main
 from frd.flower.launch import LOOPBACK, free_port, start, stop, superlink_command, supernode_command, wait_listening
+from tests.test_remote import RTOL
 
 TABLES = ("runs", "rounds", "ledger")
 
@@ -24,7 +25,7 @@ def assert_as_in_process(tmp_path: Path, out: Path, flags: list[str]) -> None:
     assert main(["cls", *flags, "--out", str(tmp_path / "in-process"), "--no-progress"]) == 0
     local, remote = cls_tables(tmp_path / "in-process"), cls_tables(out)
     for table in TABLES:
-        pd.testing.assert_frame_equal(remote[table], local[table], check_exact=True)
+        pd.testing.assert_frame_equal(remote[table], local[table], check_exact=table == "ledger", rtol=RTOL)
     transport = pd.read_csv(out / "transport.csv")
     charged = local["ledger"][["round", "participant", "direction", "kind", "bits"]]
     pd.testing.assert_frame_equal(transport[charged.columns], charged)

@@ -1,9 +1,11 @@
 """The remote exchange without Flower: each device answers through a loopback link, rebuilt from
-its saved state for every message as a Flower node is. Per-device training (a one-row device
-stack) gives the same bits as the vmapped stack of every device on this torch build, so the
-tables are identical to in-process, not merely close."""
+its saved state for every message as a Flower node is. The ledger is identical to in-process;
+accuracy and loss agree to ``RTOL``: a node trains its device as a one-row vmapped stack, which may
+differ from that device's row of the full stack in the last bits (here: identical for these
+small runs; up to 1.7e-7 in loss over 16 FL rounds of 10 devices)."""
 import time
 
+import pandas as pd
 import pytest
 
 from classification.methods import cls_config
@@ -11,6 +13,8 @@ from classification.remote import participant_reply, resolved, run_remote
 from classification.runner import run_seed
 from frd.remote import TRANSPORT_COLUMNS
 
+RTOL = 1e-5
+"""Relative tolerance on accuracy and loss between a remote and an in-process run."""
 CASES = {"fl": {}, "fd": {}, "mix2fld": dict(n_mix=10, server_iterations=10),
          "feddualmatch": dict(width=8, ipc=2, distill_iterations=3, server_epochs=1)}
 
@@ -42,7 +46,8 @@ def test_remote_devices_give_the_in_process_tables(digits, method):
     remote = run_remote(config, 0, digits, link)
     transport = remote["transport"]
     for table in ("runs", "rounds"):  # compute_s is wall-clock time
-        assert remote[table].drop(columns="compute_s").equals(local[table].drop(columns="compute_s"))
+        pd.testing.assert_frame_equal(remote[table].drop(columns="compute_s"), local[table].drop(columns="compute_s"),
+                                      check_exact=False, rtol=RTOL)
     assert remote["ledger"].equals(local["ledger"])
     charged = local["ledger"][["round", "participant", "direction", "kind", "bits"]]
     assert list(transport.columns) == TRANSPORT_COLUMNS

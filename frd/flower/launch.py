@@ -145,8 +145,10 @@ def flwr_run(app: Path, home: Path, log: Path, supernodes: int | None = None) ->
     command = [_tool("flwr"), "run", str(app), "frd", "--stream"]
     if supernodes is not None:
         command += ["--federation-config", f"num-supernodes={supernodes}"]
-    with log.open("ab") as out:
-        done = subprocess.run(command, env=flower_env(home), stdout=out, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, check=False)
-    if done.returncode != 0:
-        raise FrdError(f"flwr run failed ({done.returncode}): {tail(log)}")
+    process = start(command, home, log)
+    try:
+        process.wait()
+    finally:  # also on Ctrl-C or kill: no flwr left behind
+        stop(process)
+    if process.returncode != 0:
+        raise FrdError(f"flwr run failed ({process.returncode}): {tail(log)}")
