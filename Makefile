@@ -11,7 +11,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,box2d,ray]'
+	$(BIN)/python -m pip install -q -e '.[test,box2d,ray,flower]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -15,16 +15,23 @@ from classification.runner import run_experiment
 from frd.backends import add_backend_arguments, backend_from_args
 from frd.channel import CHANNELS, parse_channel_option
 from frd.options import add_option_flags, given_options
-from frd.results import run_id
+from frd.results import ResultStore, run_id
 
 DEFAULTS = ClsConfig()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    d = DEFAULTS
     p = subparsers.add_parser("cls", help="classification: FL, FD, FLD/MixFLD/Mix2FLD, FedDM/FedDualMatch",
                               description=__doc__ + " Defaults are scaled down for a CPU; --paper uses the "
                               "Mix2FLD letter's values (MNIST, 10 × 500 samples, 16 rounds × 400 iterations).")
+    add_experiment_arguments(p, "results/cls/<method>-<dataset>-<partition>")
+    add_backend_arguments(p)
+    p.set_defaults(run=run)
+
+
+def add_experiment_arguments(p: argparse.ArgumentParser, out: str) -> None:
+    """The flags of one classification experiment (``frd cls`` and ``frd flower sim/run``)."""
+    d = DEFAULTS
     p.add_argument("--method", choices=list(CLS_METHODS), help=f"exchange method (default {d.method})")
     p.add_argument("--dataset", choices=list(DATASETS), help=f"dataset (default {d.dataset}, needs no files)")
     p.add_argument("--data-dir", metavar="DIR", help="dataset files (default ../shared/data/<dataset> beside the repo "
@@ -56,11 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--test-fraction", type=float, help=f"held-out share without an official split (default {d.test_fraction})")
     p.add_argument("--split-seed", type=int, help=f"seed of that split (default {d.split_seed})")
     p.add_argument("--paper", action="store_true", help="start from the paper's parameters instead of the CPU defaults")
-    p.add_argument("--out", metavar="DIR", help="results folder (default results/cls/<method>-<dataset>-<partition>)")
+    p.add_argument("--out", metavar="DIR", help=f"results folder (default {out})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_backend_arguments(p)
     add_option_flags(p, CLS_METHODS)
-    p.set_defaults(run=run)
 
 
 def config_from_args(args: argparse.Namespace) -> ClsConfig:
@@ -73,14 +78,23 @@ def config_from_args(args: argparse.Namespace) -> ClsConfig:
     return cls_config(args.method or ClsConfig.method, paper=args.paper, **given, **given_options(args))
 
 
+def default_out(config: ClsConfig, folder: str = "cls") -> Path:
+    return Path(f"results/{folder}/{config.method}-{config.dataset}-{config.partition}")
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    out = Path(args.out or f"results/cls/{config.method}-{config.dataset}-{config.partition}")
-    store = run_experiment(config, out, progress=not args.no_progress, backend=backend_from_args(args))
+    out = Path(args.out) if args.out else default_out(config)
+    report(config, run_experiment(config, out, progress=not args.no_progress, backend=backend_from_args(args)))
+    return 0
+
+
+def report(config: ClsConfig, store: ResultStore) -> None:
+    """The summary of ``config``'s seeds in ``store`` and its accuracy plot."""
+    out = store.out
     ids = {run_id(config.method, s) for s in range(config.seeds)}
     runs, rounds, ledger = (store.read(t) for t in ("runs", "rounds", "ledger"))
     runs, rounds = runs[runs["run_id"].isin(ids)], rounds[rounds["run_id"].isin(ids)]
     print(summarize(runs, ledger).T.to_string(header=False))
     plot_accuracy(rounds, out / "accuracy.png", f"{config.method} on {config.dataset} ({config.partition})")
     print(f"tables, config and accuracy.png in {out}")
-    return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -21,7 +22,8 @@ from frd.seeding import Stream, derive_seed
 
 @dataclass
 class RunContext:
-    """One seed of one experiment. Devices are 0..devices-1; ``parts[d]`` are device d's pool indices."""
+    """One seed of one experiment. Devices are 0..devices-1; ``parts[d]`` are device d's pool indices;
+    ``devices`` and ``stream`` hold the ``local`` devices."""
 
     config: ClsConfig
     seed: int
@@ -31,21 +33,28 @@ class RunContext:
     stream: BatchStream
 
     @classmethod
-    def build(cls, config: ClsConfig, seed: int, data: Dataset) -> "RunContext":
+    def build(cls, config: ClsConfig, seed: int, data: Dataset, local: Sequence[int] | None = None) -> "RunContext":
         """Partition the pool, and give every device the same initial model (shipped with the app,
-        so no initial broadcast is charged)."""
+        so no initial broadcast is charged). ``local``: the devices this process trains (default
+        all; a Flower node trains its own)."""
         rng = np.random.default_rng(derive_seed(seed, Stream.CLS_PARTITION))
         parts = PARTITIONS[config.partition](data.y_pool.numpy(), config.devices, config.samples_per_device,
                                              rng, config.partition_spec)
         with torch.random.fork_rng():
             torch.manual_seed(derive_seed(seed, Stream.CLS_INIT))
             template = build_model(config.model, config.dataset, data.image_shape, data.classes, config.width)
-        stream = BatchStream(parts, [derive_seed(seed, Stream.CLS_BATCHES, d) for d in range(config.devices)])
-        return cls(config, seed, data, parts, DeviceStack(template, config.devices), stream)
+        local = list(range(config.devices)) if local is None else list(local)
+        stream = BatchStream([parts[d] for d in local], [derive_seed(seed, Stream.CLS_BATCHES, d) for d in local])
+        return cls(config, seed, data, parts, DeviceStack(template, local), stream)
 
     @property
     def run_id(self) -> str:
         return run_id(self.config.method, self.seed)
+
+    @property
+    def local(self) -> list[int]:
+        """The devices this process trains, in stack order."""
+        return self.devices.ids
 
     @property
     def classes(self) -> int:

@@ -9,6 +9,8 @@ MNIST CNN 85 ms vs 98 ms.
 from __future__ import annotations
 
 import copy
+import json
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -18,12 +20,14 @@ from torch.nn.utils import vector_to_parameters
 
 
 class DeviceStack:
-    """``devices`` copies of ``template``'s architecture, all starting from its weights."""
+    """Copies of ``template``'s architecture, all starting from its weights, one row per device of
+    ``ids`` (all of a run's devices in process; a Flower node holds only its own)."""
 
-    def __init__(self, template: nn.Module, devices: int) -> None:
+    def __init__(self, template: nn.Module, ids: Sequence[int]) -> None:
         self.template = template
+        self.ids = list(ids)
         self.names = [name for name, _ in template.named_parameters()]
-        self.params = [p.detach().unsqueeze(0).repeat(devices, *([1] * p.dim())).requires_grad_()
+        self.params = [p.detach().unsqueeze(0).repeat(len(self.ids), *([1] * p.dim())).requires_grad_()
                        for p in template.parameters()]
         self._forward = vmap(self._forward_one)
 
@@ -33,6 +37,10 @@ class DeviceStack:
     @property
     def devices(self) -> int:
         return self.params[0].shape[0]
+
+    def row(self, device: int) -> int:
+        """The stack row of device ``device``."""
+        return self.ids.index(device)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Logits [devices, batch, classes] of inputs [devices, batch, ...]: device d sees x[d]."""
@@ -48,16 +56,17 @@ class DeviceStack:
     def flat(self, device: int) -> np.ndarray:
         """Device ``device``'s weights as one float32 vector, in ``parameters()`` order (the order of
         ``torch.nn.utils.parameters_to_vector`` on a standalone model)."""
-        return torch.cat([p[device].detach().reshape(-1) for p in self.params]).numpy().copy()
+        row = self.row(device)
+        return torch.cat([p[row].detach().reshape(-1) for p in self.params]).numpy().copy()
 
     def load_flat(self, device: int, vector: np.ndarray) -> None:
         """Overwrite device ``device``'s weights with ``vector`` (as produced by ``flat``)."""
-        values = torch.as_tensor(np.asarray(vector, dtype=np.float32))
+        values, row = torch.as_tensor(np.asarray(vector, dtype=np.float32)), self.row(device)
         with torch.no_grad():
             start = 0
             for p in self.params:
-                size = p[device].numel()
-                p[device].copy_(values[start:start + size].view_as(p[device]))
+                size = p[row].numel()
+                p[row].copy_(values[start:start + size].view_as(p[row]))
                 start += size
 
     def module(self, device: int) -> nn.Module:
@@ -89,3 +98,13 @@ class BatchStream:
             out.append(stream[:need])
             self.buffers[d] = stream[need:]
         return np.stack(out).reshape(len(self.parts), iterations, batch).transpose(1, 0, 2)
+
+    def snapshot(self, row: int) -> dict[str, np.ndarray]:
+        """Row ``row``'s position in its data: the RNG state (as JSON bytes) and the unused rest of
+        the current epoch; ``restore`` puts it back (a Flower node between messages)."""
+        state = json.dumps(self.rngs[row].bit_generator.state).encode()
+        return {"stream_rng": np.frombuffer(state, np.uint8), "stream_buffer": self.buffers[row]}
+
+    def restore(self, row: int, arrays: Mapping[str, np.ndarray]) -> None:
+        self.rngs[row].bit_generator.state = json.loads(arrays["stream_rng"].tobytes())
+        self.buffers[row] = np.asarray(arrays["stream_buffer"], dtype=np.int64)

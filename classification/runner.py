@@ -16,7 +16,7 @@ from classification.data import Dataset, load_dataset
 from classification.methods import GLOBAL, Method, get_method
 from classification.models import count_parameters
 from classification.training import evaluate
-from frd.backends import LOCAL, Backend
+from frd.backends import LOCAL, ClsBackend
 from frd.channel import make_channel
 from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
@@ -53,10 +53,12 @@ def build_run(config: ClsConfig, seed: int, data: Dataset) -> tuple[RunContext, 
     return ctx, method_class(ctx)
 
 
-def run_seed(config: ClsConfig, seed: int, data: Dataset,
-             on_round: Callable[[], object] = lambda: None) -> dict[str, pd.DataFrame]:
-    """One seed of ``config``: the runs, rounds and ledger tables of that run."""
+def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[], object] = lambda: None,
+             wrap: Callable[[Method], Method] = lambda method: method) -> dict[str, pd.DataFrame]:
+    """One seed of ``config``: the runs, rounds and ledger tables of that run. ``wrap`` may put
+    the method's devices elsewhere (``classification.remote.RemoteMethod``)."""
     ctx, method = build_run(config, seed, data)
+    method = wrap(method)
     config = ctx.config
     ledger = Ledger()
     channel = make_channel(config.channel, derive_seed(seed, Stream.CLS_CHANNEL), **config.channel_options)
@@ -100,7 +102,7 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset,
 
 
 def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True,
-                   backend: Backend = LOCAL) -> ResultStore:
+                   backend: ClsBackend = LOCAL) -> ResultStore:
     """Every seed of ``config`` not already finished in ``out_dir``, on ``backend``; results are
     saved per seed.
 

@@ -24,7 +24,7 @@ import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass, is_dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from frd.errors import FrdError
 
@@ -112,6 +112,15 @@ class Backend:
                 for _ in range(work[i][0].rounds):
                     on_round()
                 yield i, tables
+
+
+class ClsBackend(Protocol):
+    """Where classification seeds run: a ``Backend``, or a Flower grid (``frd.flower.apps``)."""
+
+    def record(self, config: Any) -> dict: ...
+
+    def iter_cls(self, work: Sequence[tuple[Any, int]], data: Any,
+                 on_round: Callable[[], object] = lambda: None) -> Iterator[tuple[int, Tables]]: ...
 
 
 LOCAL = Backend()

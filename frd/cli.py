@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from frd.errors import FrdError
 
-COMMAND_MODULES = ("frd.rl.cli", "classification.cli")
+COMMAND_MODULES = ("frd.rl.cli", "classification.cli", "frd.flower.cli")
 """Modules with ``register(subparsers)``, each adding subcommands that ``set_defaults(run=...)``."""
 
 

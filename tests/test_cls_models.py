@@ -47,7 +47,7 @@ def test_auto_picks_mlp_for_digits_and_width_is_passed():
 def test_stacked_sgd_equals_independent_per_device_sgd():
     torch.manual_seed(0)
     template = MLP((1, 4, 4), 3, width=5)
-    stack = DeviceStack(template, 3)
+    stack = DeviceStack(template, range(3))
     singles = [copy.deepcopy(template) for _ in range(3)]
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in singles]
     for _ in range(4):
@@ -64,7 +64,7 @@ def test_stacked_sgd_equals_independent_per_device_sgd():
 
 
 def test_flat_round_trip_and_module_copy():
-    stack = DeviceStack(MLP((1, 2, 2), 2, width=3), 2)
+    stack = DeviceStack(MLP((1, 2, 2), 2, width=3), range(2))
     vector = np.arange(stack.flat(0).size, dtype=np.float32)
     stack.load_flat(1, vector)
     assert np.array_equal(stack.flat(1), vector) and not np.array_equal(stack.flat(0), vector)

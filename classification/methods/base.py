@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector
@@ -75,6 +76,14 @@ class Method(ABC):
         """Per-device loss [devices] of one batched step; default cross-entropy. Override to add terms
         or to record outputs (logits [devices, batch, classes], labels [devices, batch])."""
         return per_device_cross_entropy(logits, labels)
+
+    def participant_state(self, device: int) -> dict[str, np.ndarray]:
+        """What ``device`` keeps from one round to the next beyond its weights and data stream
+        (a Flower node rebuilds the method for every message); default nothing."""
+        return {}
+
+    def restore_participant(self, device: int, state: Mapping[str, np.ndarray]) -> None:  # noqa: B027
+        """Put back what ``participant_state`` returned; default nothing."""
 
     def global_model(self) -> nn.Module | None:
         """The server's model, if the method keeps one."""

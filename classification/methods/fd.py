@@ -40,17 +40,17 @@ class OutputRecorder:
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        shape = (ctx.config.devices, ctx.classes, ctx.classes)
+        shape = (len(ctx.local), ctx.classes, ctx.classes)
         self.sums = torch.zeros(shape, dtype=torch.float64)
         self.counts = torch.zeros(shape[:2], dtype=torch.float64)
-        self.rows = torch.arange(ctx.config.devices).unsqueeze(1)
+        self.rows = torch.arange(len(ctx.local)).unsqueeze(1)
 
     def start(self) -> None:
         self.sums.zero_()
         self.counts.zero_()
 
     def record(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
-        """Add one batched step: logits [devices, batch, classes], labels [devices, batch]."""
+        """Add one batched step: logits [local devices, batch, classes], labels [local devices, batch]."""
         classes = self.ctx.classes
         slots = (self.rows * classes + labels).flatten()
         with torch.no_grad():
@@ -58,7 +58,8 @@ class OutputRecorder:
             self.counts.view(-1).index_add_(0, slots, torch.ones(slots.numel(), dtype=torch.float64))
 
     def upload(self, device: int) -> Payload:
-        means = (self.sums[device] / self.counts[device].unsqueeze(1)).float().numpy()  # NaN rows: label unseen
+        row = self.ctx.devices.row(device)
+        means = (self.sums[row] / self.counts[row].unsqueeze(1)).float().numpy()  # NaN rows: label unseen
         return Payload.of("outputs", self.ctx.classes, outputs=(means, FLOAT_BITS))
 
 
@@ -81,7 +82,7 @@ class FederatedDistillation(Method):
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         self.outputs = OutputRecorder(ctx)
-        self.teachers = torch.full((ctx.config.devices, ctx.classes, ctx.classes), float("nan"))
+        self.teachers = torch.full((len(ctx.local), ctx.classes, ctx.classes), float("nan"))
 
     def local_train(self, round_: int) -> None:
         self.outputs.start()
@@ -101,4 +102,10 @@ class FederatedDistillation(Method):
         return {p: Payload.of("outputs", self.ctx.classes, teacher=(t, FLOAT_BITS)) for p, t in teachers.items()}
 
     def download(self, device: int, payload: Payload) -> None:
-        self.teachers[device] = torch.from_numpy(payload["teacher"])
+        self.teachers[self.ctx.devices.row(device)] = torch.from_numpy(payload["teacher"])
+
+    def participant_state(self, device: int) -> dict[str, np.ndarray]:
+        return {"teacher": self.teachers[self.ctx.devices.row(device)].numpy().copy()}
+
+    def restore_participant(self, device: int, state: Mapping[str, np.ndarray]) -> None:
+        self.teachers[self.ctx.devices.row(device)] = torch.from_numpy(state["teacher"])

@@ -109,7 +109,7 @@ class DatasetDistillation(Method):
 
     def local_train(self, round_: int) -> None:
         """Every client distils afresh around the global weights it holds (instead of local SGD)."""
-        for device in range(self.ctx.config.devices):
+        for device in self.ctx.local:
             images, labels = self.ctx.device_data(device)
             self.sets[device] = distill(self.ctx.devices.module(device), Dataset.inputs(images), labels,
                                         self.client, self.radius[device], self.generators[device])
@@ -130,6 +130,15 @@ class DatasetDistillation(Method):
         load_weights(self.ctx, device, payload)
         if "radius" in payload.arrays:
             self.radius[device] = float(payload["radius"][0])
+
+    def participant_state(self, device: int) -> dict[str, np.ndarray]:
+        return {"radius": np.array([self.radius[device]]), "distilled_rounds": self.distilled_rounds[device:device + 1],
+                "generator": self.generators[device].get_state().numpy()}
+
+    def restore_participant(self, device: int, state: Mapping[str, np.ndarray]) -> None:
+        self.radius[device] = float(state["radius"][0])
+        self.distilled_rounds[device] = int(state["distilled_rounds"][0])
+        self.generators[device].set_state(torch.from_numpy(state["generator"].copy()))
 
     def global_model(self) -> nn.Module:
         return self.server

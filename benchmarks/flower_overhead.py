@@ -1,0 +1,72 @@
+"""Wall time per round of a classification method over a Flower deployment vs in process.
+
+    python -m benchmarks.flower_overhead [--method fd] [--devices 2] [--rounds 4] [-- extra frd cls flags]
+
+Starts a SuperLink and one SuperNode per device on free loopback ports (as ``frd flower link`` /
+``frd flower node`` would), runs ``frd flower run`` and ``frd cls`` with the same flags, checks the
+tables agree, and reports: seconds per round of each (from their ``frd`` command to the tables;
+the Flower side without starting the SuperLink and nodes, which a deployment does once), the
+overhead per round, the mean seconds a transfer spent outside the nodes' own work
+(transport.csv) and the 1-minute load average (the machines are shared). Every process is
+stopped by its PID.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from frd.cli import main
+from frd.flower.launch import LOOPBACK, free_port, start, stop, superlink_command, supernode_command, wait_listening
+
+
+def timed(argv: list[str]) -> float:
+    started = time.perf_counter()
+    if main(argv) != 0:
+        raise SystemExit(f"frd {' '.join(argv)} failed")
+    return time.perf_counter() - started
+
+
+def run(method: str, devices: int, rounds: int, extra: list[str]) -> dict:
+    flags = ["--method", method, "--devices", str(devices), "--rounds", str(rounds), "--no-progress", *extra]
+    with tempfile.TemporaryDirectory(prefix="frd-bench-") as tmp:
+        tmp_path = Path(tmp)
+        port = free_port()
+        address = f"{LOOPBACK}:{port}"
+        processes = [start(superlink_command(LOOPBACK, port, simulation=False), tmp_path / "link", tmp_path / "link.log")]
+        try:
+            wait_listening(processes[0], port, tmp_path / "link.log")
+            for k in range(devices):
+                processes.append(start(supernode_command(address, k, devices, free_port()), tmp_path / f"node{k}",
+                                       tmp_path / f"node{k}.log"))
+            load = os.getloadavg()[0]
+            flower_s = timed(["flower", "run", "--superlink", address, *flags, "--out", str(tmp_path / "flower")])
+        finally:
+            for process in processes:
+                stop(process)
+        local_s = timed(["cls", *flags, "--out", str(tmp_path / "local")])
+        same = pd.read_csv(tmp_path / "flower" / "ledger.csv").equals(pd.read_csv(tmp_path / "local" / "ledger.csv"))
+        transport = pd.read_csv(tmp_path / "flower" / "transport.csv")
+    return {"method": method, "devices": devices, "rounds": rounds, "load_1min": round(load, 1),
+            "flower_s_per_round": flower_s / rounds, "in_process_s_per_round": local_s / rounds,
+            "overhead_s_per_round": (flower_s - local_s) / rounds, "transfer_s_mean": transport["seconds"].mean(),
+            "wire_bytes_per_round": transport["wire_bytes"].sum() / rounds, "ledger_identical": same}
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--method", default="fd")
+    parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("extra", nargs="*", help="more frd cls flags, after --")
+    args = parser.parse_args()
+    row = run(args.method, args.devices, args.rounds, args.extra)
+    print(pd.Series(row).to_string())
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,148 @@
+"""``frd flower``: a classification experiment over Flower, simulated here or across machines.
+
+``sim`` starts its own simulation SuperLink on a free loopback port, runs the app and stops it.
+A deployment is ``link`` on one machine, ``node`` once per participant (anywhere that reaches
+the link), and ``run`` to submit an experiment; the tables are written by the ServerApp, on the
+link's machine, into ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from classification.cli import add_experiment_arguments, config_from_args, default_out, report
+from classification.config import ClsConfig
+from classification.data import load_dataset
+from classification.runner import build_run
+from frd.errors import FrdError
+from frd.flower import require_flwr
+from frd.flower.launch import (
+    LOOPBACK,
+    flwr_run,
+    free_port,
+    start,
+    stop,
+    superlink_command,
+    supernode_command,
+    tail,
+    wait_listening,
+    write_app,
+    write_home,
+)
+from frd.flower.spec import cls_spec
+from frd.results import ResultStore, run_id
+
+OUT = "results/flower/<method>-<dataset>-<partition>"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("flower", help="run an experiment over Flower (simulated, or across machines)",
+                              description=__doc__)
+    sub = p.add_subparsers(dest="flower_command", required=True, parser_class=type(p))
+    sim = sub.add_parser("sim", help="a simulated Flower federation on this machine, one node per device")
+    add_experiment_arguments(sim, OUT)
+    sim.set_defaults(run=run_sim)
+    run = sub.add_parser("run", help="submit an experiment to a running SuperLink (frd flower link)")
+    run.add_argument("--superlink", required=True, metavar="HOST:PORT", help="the SuperLink's address")
+    add_experiment_arguments(run, OUT + " on the SuperLink's machine")
+    run.set_defaults(run=run_deployed)
+    link = sub.add_parser("link", help="start a SuperLink and wait (Ctrl-C stops it)")
+    link.add_argument("--host", default=LOOPBACK, help="address to listen on (default loopback; 0.0.0.0 for other machines)")
+    link.add_argument("--port", type=int, default=9092, help="port (default 9092)")
+    link.set_defaults(run=run_link)
+    node = sub.add_parser("node", help="start the SuperNode of one participant and wait (Ctrl-C stops it)")
+    node.add_argument("--superlink", required=True, metavar="HOST:PORT", help="the SuperLink's address")
+    node.add_argument("--participant", type=int, required=True, metavar="K", help="this node's device, 0..N-1")
+    node.add_argument("--participants", type=int, required=True, metavar="N", help="devices of the experiment")
+    node.add_argument("--port", type=int, help="loopback port of the node's app runtime (default a free one)")
+    node.set_defaults(run=run_node)
+
+
+def _address(text: str) -> str:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise FrdError(f"--superlink is HOST:PORT (e.g. 10.0.0.5:9092), got {text!r}")
+    return text
+
+
+def _checked(args: argparse.Namespace) -> tuple[ClsConfig, Path]:
+    """The experiment's config and absolute results folder, built once here so that bad input is
+    one line before any process starts."""
+    require_flwr()
+    config = config_from_args(args)
+    build_run(config, 0, load_dataset(config.dataset, config.data_dir, download=config.download,
+                                      test_fraction=config.test_fraction, split_seed=config.split_seed))
+    return config, (Path(args.out) if args.out else default_out(config, "flower")).resolve()
+
+
+def _report(config: ClsConfig, out: Path, log: Path) -> None:
+    store = ResultStore(out, config, config.resume_key())
+    missing = {run_id(config.method, s) for s in range(config.seeds)} - store.finished()
+    if missing:
+        raise FrdError(f"the Flower run ended without {', '.join(sorted(missing))}; see {log}")
+    report(config, store)
+
+
+def run_sim(args: argparse.Namespace) -> int:
+    config, out = _checked(args)
+    log = out / "flower.log"
+    with tempfile.TemporaryDirectory(prefix="frd-flwr-") as tmp:
+        home, port = Path(tmp), free_port()
+        write_home(home, f"{LOOPBACK}:{port}")
+        link = start(superlink_command(LOOPBACK, port, simulation=True), home, log)
+        try:
+            wait_listening(link, port, log)
+            flwr_run(write_app(home / "app", cls_spec(config, str(out))), home, log, supernodes=config.devices)
+        finally:
+            stop(link)
+    _report(config, out, log)
+    return 0
+
+
+def run_deployed(args: argparse.Namespace) -> int:
+    superlink = _address(args.superlink)
+    config, out = _checked(args)
+    with tempfile.TemporaryDirectory(prefix="frd-flwr-") as tmp:
+        home = Path(tmp)
+        write_home(home, superlink)
+        log = home / "flwr-run.log"
+        flwr_run(write_app(home / "app", cls_spec(config, str(out))), home, log)
+        if not (out / "config.json").exists():
+            print(f"submitted; the tables are in {out} on the SuperLink's machine")
+            return 0
+        _report(config, out, log)
+    return 0
+
+
+def _serve(command: list[str], port: int, what: str) -> int:
+    """Run a Flower server process until it exits or this command is stopped (then stop it by PID)."""
+    with tempfile.TemporaryDirectory(prefix="frd-flwr-") as tmp:
+        home = Path(tmp)
+        log = home / "flower.log"
+        process = start(command, home, log)
+        try:
+            wait_listening(process, port, log)
+            print(what, flush=True)
+            process.wait()
+        finally:
+            stop(process)
+        raise FrdError(f"{Path(command[0]).name} exited ({process.returncode}): {tail(log)}")
+
+
+def run_link(args: argparse.Namespace) -> int:
+    require_flwr()
+    address = f"{args.host}:{args.port}"
+    return _serve(superlink_command(args.host, args.port, simulation=False), args.port,
+                  f"SuperLink on {address}; start the nodes with frd flower node --superlink {address} --participant K "
+                  f"--participants N, then frd flower run --superlink {address} ... (Ctrl-C stops it)")
+
+
+def run_node(args: argparse.Namespace) -> int:
+    require_flwr()
+    superlink = _address(args.superlink)
+    if not 0 <= args.participant < args.participants:
+        raise FrdError(f"--participant must lie in 0..{args.participants - 1}, got {args.participant}")
+    port = args.port or free_port()
+    return _serve(supernode_command(superlink, args.participant, args.participants, port), port,
+                  f"participant {args.participant} of {args.participants} connected to {superlink} (Ctrl-C stops it)")

@@ -1,0 +1,154 @@
+"""The processes of a Flower deployment, started with network hygiene set in code.
+
+Every Flower process gets telemetry and update checks off, a private ``FLWR_HOME`` whose
+``config.toml`` names only our SuperLink (without one the CLI writes a default pointing at a
+remote service), app dependencies never installed at run time, and this checkout first on
+``PYTHONPATH`` so its children import the same frd. Each process leads its own process group and
+is stopped through its PID.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from frd.errors import FrdError
+from frd.flower.spec import RUN_CONFIG_KEY
+
+ROOT = Path(__file__).resolve().parents[2]
+HYGIENE = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
+           "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1"}
+"""No telemetry, update checks or usage statistics; a node's app runner looks for work every 0.1 s
+(Flower's default 1 s adds up to a second to every message)."""
+LOOPBACK = "127.0.0.1"
+READY_S = 60.0
+"""How long a SuperLink may take to listen."""
+APP_TOML = """[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "frd-app"
+version = "1.0.0"
+description = "frd's exchange over Flower; the components are the installed frd"
+license = "MIT"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "frd"
+
+[tool.flwr.app.components]
+serverapp = "frd.flower.apps:server"
+clientapp = "frd.flower.apps:client"
+
+[tool.flwr.app.config]
+{key} = {spec}
+"""
+
+
+def flower_env(home: Path) -> dict[str, str]:
+    """This process's environment with the hygiene above and ``home`` as FLWR_HOME; Flower finds
+    its other tools (flower-superexec) on PATH, so this environment's scripts come first."""
+    python_path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    path = os.pathsep.join(p for p in (str(Path(sys.executable).parent), os.environ.get("PATH", "")) if p)
+    return {**os.environ, **HYGIENE, "FLWR_HOME": str(home), "PYTHONPATH": python_path, "PATH": path}
+
+
+def write_home(home: Path, superlink: str) -> None:
+    """A private FLWR_HOME whose only connection (the default) is ``superlink``, insecure."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(f'[superlink]\ndefault = "frd"\n\n[superlink.frd]\naddress = "{superlink}"\n'
+                                      "insecure = true\n")
+
+
+def write_app(folder: Path, spec: str) -> Path:
+    """A Flower app that is only a pyproject.toml: its components are the installed frd, its run
+    config the experiment (``spec``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pyproject.toml").write_text(APP_TOML.format(key=RUN_CONFIG_KEY, spec=json.dumps(spec)))
+    return folder
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _tool(name: str) -> str:
+    """A Flower console script of this interpreter's environment."""
+    return str(Path(sys.executable).parent / name)
+
+
+def superlink_command(host: str, port: int, simulation: bool) -> list[str]:
+    return [_tool("flower-superlink"), "--insecure", "--host", host, "--port", str(port),
+            "--disable-runtime-dependency-installation", *(["--simulation"] if simulation else [])]
+
+
+def supernode_command(superlink: str, participant: int, participants: int, port: int) -> list[str]:
+    return [_tool("flower-supernode"), "--insecure", "--superlink", superlink, "--host", LOOPBACK, "--port", str(port),
+            "--node-config", f"partition-id={participant} num-partitions={participants}"]
+
+
+def start(command: Sequence[str], home: Path, log: Path) -> subprocess.Popen:
+    """``command`` in its own process group, output to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        return subprocess.Popen(list(command), env=flower_env(home), stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def stop(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM to ``process``'s group (its PID), SIGKILL after ``grace_s``."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        except ProcessLookupError:
+            pass
+    try:  # children left in the group (a ServerApp or ClientApp in flight)
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def tail(log: Path, lines: int = 5) -> str:
+    text = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+    return " | ".join(text[-lines:])
+
+
+def wait_listening(process: subprocess.Popen, port: int, log: Path, host: str = LOOPBACK) -> None:
+    """Until ``process`` accepts connections on ``port``; an exit or a timeout is an FrdError."""
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise FrdError(f"{Path(str(process.args[0])).name} exited ({process.returncode}): {tail(log)}")  # type: ignore[index]
+        with socket.socket() as s:
+            if s.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.2)
+    raise FrdError(f"nothing listens on {host}:{port} after {READY_S:.0f} s; see {log}")
+
+
+def flwr_run(app: Path, home: Path, log: Path, supernodes: int | None = None) -> None:
+    """``flwr run`` of ``app`` on the home's SuperLink, until the run ends (``--stream``);
+    ``supernodes``: the size of a simulated federation."""
+    command = [_tool("flwr"), "run", str(app), "frd", "--stream"]
+    if supernodes is not None:
+        command += ["--federation-config", f"num-supernodes={supernodes}"]
+    process = start(command, home, log)
+    try:
+        process.wait()
+    finally:  # also on Ctrl-C or kill: no flwr left behind
+        stop(process)
+    if process.returncode != 0:
+        raise FrdError(f"flwr run failed ({process.returncode}): {tail(log)}")

@@ -1,0 +1,84 @@
+"""frd over real Flower processes on loopback: a deployment (a SuperLink and two SuperNodes as
+subprocesses, ``frd flower run``) and ``frd flower sim`` give the tables of ``frd cls``.
+
+Rounds.csv's compute_s is wall-clock time and left out of the comparison; the ledger must be
+identical, accuracy and loss equal to test_remote.RTOL (per-device training on a node may differ
+from the vmapped stack in the last bits, see test_remote.py)."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import frd.flower
+from frd.cli import main
+from frd.flower.launch import LOOPBACK, free_port, start, stop, superlink_command, supernode_command, wait_listening
+from tests.test_remote import RTOL
+
+TABLES = ("runs", "rounds", "ledger")
+
+
+def cls_tables(out: Path) -> dict[str, pd.DataFrame]:
+    return {t: pd.read_csv(out / f"{t}.csv").drop(columns=["compute_s"], errors="ignore") for t in TABLES}
+
+
+def assert_as_in_process(tmp_path: Path, out: Path, flags: list[str]) -> None:
+    assert main(["cls", *flags, "--out", str(tmp_path / "in-process"), "--no-progress"]) == 0
+    local, remote = cls_tables(tmp_path / "in-process"), cls_tables(out)
+    for table in TABLES:
+        pd.testing.assert_frame_equal(remote[table], local[table], check_exact=table == "ledger", rtol=RTOL)
+    transport = pd.read_csv(out / "transport.csv")
+    charged = local["ledger"][["round", "participant", "direction", "kind", "bits"]]
+    pd.testing.assert_frame_equal(transport[charged.columns], charged)
+    assert (transport["wire_bytes"] * 8 >= transport["bits"]).all() and (transport["seconds"] >= 0).all()
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    """A SuperLink and two SuperNodes (participants 0 and 1 of 2) on free loopback ports; each
+    stopped by its PID afterwards."""
+    tmp = tmp_path_factory.mktemp("deployment")
+    port = free_port()
+    address = f"{LOOPBACK}:{port}"
+    link = start(superlink_command(LOOPBACK, port, simulation=False), tmp / "link", tmp / "link.log")
+    processes = [link]
+    try:
+        wait_listening(link, port, tmp / "link.log")
+        for k in range(2):
+            processes.append(start(supernode_command(address, k, 2, free_port()), tmp / f"node{k}", tmp / f"node{k}.log"))
+        yield address
+    finally:
+        for process in processes:
+            stop(process)
+        assert all(process.poll() is not None for process in processes)
+
+
+def test_two_fd_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
+    flags = ["--method", "fd", "--devices", "2", "--rounds", "2", "--iterations", "3"]
+    assert main(["flower", "run", "--superlink", deployment, *flags, "--out", str(tmp_path / "flower"),
+                 "--no-progress"]) == 0
+    assert_as_in_process(tmp_path, tmp_path / "flower", flags)
+
+
+def test_flower_sim_of_mix2fld_gives_the_in_process_tables(tmp_path):
+    flags = ["--method", "mix2fld", "--devices", "2", "--rounds", "1", "--iterations", "3", "--n-mix", "10",
+             "--server-iterations", "5"]
+    assert main(["flower", "sim", *flags, "--out", str(tmp_path / "flower"), "--no-progress"]) == 0
+    assert_as_in_process(tmp_path, tmp_path / "flower", flags)
+
+
+def test_without_flwr_the_error_names_the_extra(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(frd.flower.util, "find_spec", lambda name: None)
+    assert main(["flower", "sim", "--out", str(tmp_path / "x")]) == 2
+    assert "pip install 'frd[flower]'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["node", "--superlink", "nowhere", "--participant", "0", "--participants", "2"], "--superlink is HOST:PORT"),
+    (["node", "--superlink", "127.0.0.1:1", "--participant", "2", "--participants", "2"], "--participant must lie in 0..1"),
+    (["run", "--superlink", "127.0.0.1:99999"], "--superlink is HOST:PORT"),
+])
+def test_bad_flower_flags_are_one_line(argv, match, capsys):
+    assert main(["flower", *argv]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1
