@@ -108,14 +108,14 @@ def verdict(row: pd.Series, name: str) -> str:
 
 def markdown(table: pd.DataFrame) -> str:
     lines = ["| env | agents | population | variant | all agents done | first agent: IQM [95 % CI] | P(better) [CI] | "
-             "every agent: IQM [95 % CI] | P(better) [CI] | sharing |", "|---" * 10 + "|"]
+             "every agent: IQM [95 % CI] | P(better) [CI] | sharing, first / every |", "|---" * 10 + "|"]
     for _, r in table.iterrows():
         cells = [r["env"], str(r["agents"]), r["population"], r["variant"], f"{r['all_completed']:.0%}"]
         for name in MEASURES.values():
             cells.append(f"{r[f'{name} IQM']:.0f} [{r[f'{name} IQM lo']:.0f}–{r[f'{name} IQM hi']:.0f}]")
             cells.append("–" if r["variant"] == BASELINE else
                          f"{r[f'{name} P(better)']:.2f} [{r[f'{name} P lo']:.2f}–{r[f'{name} P hi']:.2f}]")
-        cells.append("" if r["variant"] == BASELINE else verdict(r, "every agent"))
+        cells.append("" if r["variant"] == BASELINE else " / ".join(verdict(r, name) for name in MEASURES.values()))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
