@@ -46,8 +46,7 @@ def run(method: str, devices: int, rounds: int, extra: list[str]) -> dict:
             load = os.getloadavg()[0]
             flower_s = timed(["flower", "run", "--superlink", address, *flags, "--out", str(tmp_path / "flower")])
         finally:
-            for process in processes:
-                stop(process)
+            stop(*processes)
         local_s = timed(["cls", *flags, "--out", str(tmp_path / "local")])
         same = pd.read_csv(tmp_path / "flower" / "ledger.csv").equals(pd.read_csv(tmp_path / "local" / "ledger.csv"))
         transport = pd.read_csv(tmp_path / "flower" / "transport.csv")

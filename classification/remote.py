@@ -2,11 +2,13 @@
 
 Server: ``RemoteMethod`` wraps the method built as in process; the runner's loop is unchanged.
 ``local_train`` asks every device to train and upload, ``aggregate`` is the method's own, and the
-downloads go back at the end of the round. The reference device reports its weights after each
-step so the server evaluates the same model the runner evaluates in process.
+downloads go back at the end of the round. After each step every device reports what it counted
+toward the run's summary (``Method.participant_summary``, e.g. a seed shortfall or the rounds a DP
+budget counts) and the reference device its weights, so the server evaluates the same model and
+writes the same runs.csv as the runner in process.
 
 Device: ``participant_reply`` rebuilds the method with only its own device in the stack, restores
-what it kept (weights, data stream, the method's ``participant_state``), does the step and saves
+what it kept (weights, data stream, the method's participant state and summary), does the step and saves
 it again: Flower 1.42 starts a new process for every message.
 """
 from __future__ import annotations
@@ -42,8 +44,12 @@ class RemoteMethod(Method):
                               ahead=ahead)
 
     def _report(self, device: int, report: Payload) -> None:
-        """The reference device's weights, for the runner's evaluation."""
-        self.ctx.devices.load_flat(device, report["weights"])
+        """A device's counts for ``run_summary`` and, from the reference device, its weights for the
+        runner's evaluation."""
+        arrays = {name: array.values for name, array in report.arrays.items()}
+        if "weights" in arrays:
+            self.ctx.devices.load_flat(device, arrays.pop("weights"))
+        self.inner.restore_participant_summary(device, arrays)
 
     def setup_exchange(self) -> Exchange | None:
         setup = self.inner.setup_exchange()
@@ -75,7 +81,8 @@ class RemoteMethod(Method):
 
 
 def _save(ctx: RunContext, method: Method, device: int) -> bytes:
-    arrays = {"weights": ctx.devices.flat(device), **ctx.stream.snapshot(0), **method.participant_state(device)}
+    arrays = {"weights": ctx.devices.flat(device), **ctx.stream.snapshot(0), **method.participant_state(device),
+              **method.participant_summary(device)}
     return encode(Payload.of("state", 0, **{k: (v, v.dtype.itemsize * 8) for k, v in arrays.items()}))
 
 
@@ -84,6 +91,7 @@ def _restore(ctx: RunContext, method: Method, device: int, state: bytes) -> None
     ctx.devices.load_flat(device, arrays["weights"])
     ctx.stream.restore(0, arrays)
     method.restore_participant(device, arrays)
+    method.restore_participant_summary(device, arrays)
 
 
 def participant_reply(config: ClsConfig, data: Dataset, device: int, request: Request,
@@ -98,7 +106,9 @@ def participant_reply(config: ClsConfig, data: Dataset, device: int, request: Re
     assert exchange is not None, "a setup request for a method without a setup exchange"
 
     def report() -> bytes | None:
-        return array_report(weights=ctx.devices.flat(device)) if device == config.reference_device else None
+        weights = {"weights": ctx.devices.flat(device)} if device == config.reference_device else {}
+        arrays = {**method.participant_summary(device), **weights}
+        return array_report(**arrays) if arrays else None
 
     def train_and_upload(round_: int) -> bytes:
         method.local_train(round_)

@@ -44,8 +44,8 @@ class Request:
 @dataclass(frozen=True)
 class Reply:
     """A participant's answer: its upload (``up``, or the next round's), a report the server reads
-    for evaluation only (never charged: in process the runner reads it directly), the seconds it
-    worked, and with a next round, the report after that round's work."""
+    for evaluation and the run's summary only (never charged: in process the runner reads it
+    directly), the seconds it worked, and with a next round, the report after that round's work."""
 
     payload: bytes | None
     report: bytes | None
@@ -148,7 +148,7 @@ class RemoteExchange:
 
 
 def array_report(**arrays: np.ndarray) -> bytes:
-    """A report of named float32/any arrays (e.g. a device's weights for evaluation)."""
+    """A report of named arrays (a device's weights for evaluation, its counts for the run summary)."""
     return encode(Payload.of("report", 0, **{k: (v, v.dtype.itemsize * 8) for k, v in arrays.items()}))
 
 

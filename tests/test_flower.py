@@ -1,9 +1,17 @@
 """frd over real Flower processes on loopback: a deployment (a SuperLink and two SuperNodes as
 subprocesses, ``frd flower run``) and ``frd flower sim`` give the tables of ``frd cls``.
 
+Budgets are the smallest that still cross every path: every message costs a deployed node a
+ClientApp process start, so the deployment runs one FD round (work and upload, then the download
+that ends the run); the simulation (no process per message, but its own simulation SuperLink and
+Ray: a deployment's SuperLink cannot serve it) runs Mix2FLD, whose seed exchange adds a stage and
+whose seed shortfall is counted on the devices.
+
 Rounds.csv's compute_s is wall-clock time and left out of the comparison; the ledger must be
 identical, accuracy and loss equal to test_remote.RTOL (per-device training on a node may differ
 from the vmapped stack in the last bits, see test_remote.py)."""
+import signal
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -47,23 +55,34 @@ def deployment(tmp_path_factory):
             processes.append(start(supernode_command(address, k, 2, free_port()), tmp / f"node{k}", tmp / f"node{k}.log"))
         yield address
     finally:
-        for process in processes:
-            stop(process)
+        stop(*processes)
         assert all(process.poll() is not None for process in processes)
 
 
-def test_two_fd_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
-    flags = ["--method", "fd", "--devices", "2", "--rounds", "2", "--iterations", "3"]
+def test_an_fd_round_over_a_deployment_gives_the_in_process_tables(deployment, tmp_path):
+    flags = ["--method", "fd", "--devices", "2", "--rounds", "1", "--iterations", "3"]
     assert main(["flower", "run", "--superlink", deployment, *flags, "--out", str(tmp_path / "flower"),
                  "--no-progress"]) == 0
     assert_as_in_process(tmp_path, tmp_path / "flower", flags)
 
 
 def test_flower_sim_of_mix2fld_gives_the_in_process_tables(tmp_path):
-    flags = ["--method", "mix2fld", "--devices", "2", "--rounds", "1", "--iterations", "3", "--n-mix", "10",
+    # 400 mixes ask more of each device's ~720 samples than they hold: the shortfall is the devices' count
+    flags = ["--method", "mix2fld", "--devices", "2", "--rounds", "1", "--iterations", "3", "--n-mix", "400",
              "--server-iterations", "5"]
     assert main(["flower", "sim", *flags, "--out", str(tmp_path / "flower"), "--no-progress"]) == 0
     assert_as_in_process(tmp_path, tmp_path / "flower", flags)
+    assert pd.read_csv(tmp_path / "flower" / "runs.csv")["seed_shortfall"].iloc[0] > 0
+
+
+def test_stop_ends_processes_together_and_kills_one_that_ignores_sigterm(tmp_path):
+    stubborn = start(["sh", "-c", "trap '' TERM; echo ready; exec sleep 60"], tmp_path, tmp_path / "stubborn.log")
+    polite = start(["sleep", "60"], tmp_path, tmp_path / "polite.log")
+    while "ready" not in (tmp_path / "stubborn.log").read_text():
+        assert stubborn.poll() is None
+        time.sleep(0.05)
+    stop(stubborn, polite, grace_s=0.5)
+    assert (stubborn.returncode, polite.returncode) == (-signal.SIGKILL, -signal.SIGTERM)
 
 
 def test_without_flwr_the_error_names_the_extra(monkeypatch, capsys, tmp_path):

@@ -36,8 +36,6 @@ class Loopback:
         return out
 
 
-
-
 @pytest.mark.parametrize("method", list(CASES))
 def test_remote_devices_give_the_in_process_tables(digits, method):
     config = cls_config(method, rounds=2, iterations_per_round=5, devices=3, **CASES[method])
@@ -55,3 +53,20 @@ def test_remote_devices_give_the_in_process_tables(digits, method):
     assert (transport["wire_bytes"] * 8 >= transport["bits"]).all()
     # round 1's upload, then each download carrying the next round's upload; Mix2FLD first sends seed samples
     assert link.messages == config.rounds + 1 + (method == "mix2fld")
+
+
+@pytest.mark.parametrize("method, options, column", [
+    # a 4-device dirichlet split at alpha 0.01 leaves a device too few labels for 20 mixes
+    ("mix2fld", dict(partition="dirichlet", alpha=0.01, min_samples=2, devices=4, n_mix=20, server_iterations=1),
+     "seed_shortfall"),
+    ("feddualmatch", dict(devices=2, width=8, ipc=1, distill_iterations=2, server_epochs=1, dp_noise=100.0, dp_clip=0.5),
+     "dp_epsilon"),
+])
+def test_figures_counted_on_the_devices_reach_runs_csv(digits, method, options, column):
+    """The server's copy of the method never runs the devices' side: what they count (a seed
+    shortfall, the rounds a DP budget spends) must come back in their reports."""
+    config = cls_config(method, rounds=1, iterations_per_round=1, **options)
+    local = run_seed(config, 0, digits)["runs"].drop(columns="compute_s")
+    remote = run_remote(config, 0, digits, Loopback(config, digits))["runs"].drop(columns="compute_s")
+    assert local[column].iloc[0] > 0
+    pd.testing.assert_frame_equal(remote, local, check_exact=False, rtol=RTOL)

@@ -78,12 +78,21 @@ class Method(ABC):
         return per_device_cross_entropy(logits, labels)
 
     def participant_state(self, device: int) -> dict[str, np.ndarray]:
-        """What ``device`` keeps from one round to the next beyond its weights and data stream
-        (a Flower node rebuilds the method for every message); default nothing."""
+        """What ``device`` keeps from one round to the next beyond its weights, data stream and
+        ``participant_summary`` (a Flower node rebuilds the method for every message); default nothing."""
         return {}
 
     def restore_participant(self, device: int, state: Mapping[str, np.ndarray]) -> None:  # noqa: B027
         """Put back what ``participant_state`` returned; default nothing."""
+
+    def participant_summary(self, device: int) -> dict[str, np.ndarray]:
+        """What ``device`` counted toward ``run_summary``, kept for the whole run: a remote device
+        reports it to the server, whose copy of the method never runs the device's side; default nothing."""
+        return {}
+
+    def restore_participant_summary(self, device: int, summary: Mapping[str, np.ndarray]) -> None:  # noqa: B027
+        """Take what ``device``'s ``participant_summary`` returned (on the server, or on the node
+        restoring its state); default nothing."""
 
     def global_model(self) -> nn.Module | None:
         """The server's model, if the method keeps one."""

@@ -132,13 +132,18 @@ class DatasetDistillation(Method):
             self.radius[device] = float(payload["radius"][0])
 
     def participant_state(self, device: int) -> dict[str, np.ndarray]:
-        return {"radius": np.array([self.radius[device]]), "distilled_rounds": self.distilled_rounds[device:device + 1],
-                "generator": self.generators[device].get_state().numpy()}
+        return {"radius": np.array([self.radius[device]]), "generator": self.generators[device].get_state().numpy()}
 
     def restore_participant(self, device: int, state: Mapping[str, np.ndarray]) -> None:
         self.radius[device] = float(state["radius"][0])
-        self.distilled_rounds[device] = int(state["distilled_rounds"][0])
         self.generators[device].set_state(torch.from_numpy(state["generator"].copy()))
+
+    def participant_summary(self, device: int) -> dict[str, np.ndarray]:
+        """The rounds the client distilled in, which its DP ε counts."""
+        return {"distilled_rounds": self.distilled_rounds[device:device + 1].copy()}
+
+    def restore_participant_summary(self, device: int, summary: Mapping[str, np.ndarray]) -> None:
+        self.distilled_rounds[device] = int(summary["distilled_rounds"][0])
 
     def global_model(self) -> nn.Module:
         return self.server

@@ -139,7 +139,7 @@ class FederatedLearningAfterDistillation(Method):
         self.seed_soft = torch.empty(0, ctx.classes)
         self.server_rng = ctx.rng(MethodStream.SERVER_DRAW)
         self.label_bits = index_bits(ctx.classes)
-        self.seed_shortfall = 0     # seed samples the devices could not make (too few / one label)
+        self.seed_shortfall = np.zeros(ctx.config.devices, dtype=np.int64)  # per device: seed samples it could not make
         self.inverse_shortfall = 0  # inverse-mixed samples the server could not build (Mix2FLD)
 
     # -- round 0: seed samples
@@ -155,7 +155,7 @@ class FederatedLearningAfterDistillation(Method):
         """``n_mix`` raw samples drawn without replacement (all of them if it holds fewer), with labels."""
         x, y = self._pixels(device)
         n = min(self.options.n_mix, len(y))
-        self.seed_shortfall += self.options.n_mix - n
+        self.seed_shortfall[device] += self.options.n_mix - n
         pick = self.ctx.rng(MethodStream.SEED_PICK, device).choice(len(y), n, replace=False)
         return Payload.of(self.seed_kind, n, x=(x[pick], PIXEL_BITS), label=(y[pick, None], self.label_bits))
 
@@ -220,7 +220,14 @@ class FederatedLearningAfterDistillation(Method):
 
     def run_summary(self) -> dict[str, float]:
         """Seed samples the devices could not make and inverse-mixed ones the server could not build."""
-        return {"seed_shortfall": self.seed_shortfall, "inverse_shortfall": self.inverse_shortfall}
+        return {"seed_shortfall": int(self.seed_shortfall.sum()), "inverse_shortfall": self.inverse_shortfall}
+
+    def participant_summary(self, device: int) -> dict[str, np.ndarray]:
+        """The device's seed shortfall (the inverse one is the server's own)."""
+        return {"seed_shortfall": self.seed_shortfall[device:device + 1].copy()}
+
+    def restore_participant_summary(self, device: int, summary: Mapping[str, np.ndarray]) -> None:
+        self.seed_shortfall[device] = int(summary["seed_shortfall"][0])
 
     def download(self, device: int, payload: Payload) -> None:
         load_weights(self.ctx, device, payload)
@@ -251,7 +258,7 @@ class MixFLD(FederatedLearningAfterDistillation):
         x, y = self._pixels(device)
         mixed = mixup(x, y, self.options.n_mix, self.options.gamma, self.ctx.rng(MethodStream.SEED_PICK, device),
                       n_classes=self.ctx.classes, device=device, label_pairs=self.label_pairs(device))
-        self.seed_shortfall += self.options.n_mix - len(mixed)
+        self.seed_shortfall[device] += self.options.n_mix - len(mixed)
         pixels = np.clip(np.rint(mixed.x), 0, 255).astype(np.uint8)
         return Payload.of(self.seed_kind, len(mixed), x=(pixels, PIXEL_BITS), label=(mixed.label, self.label_bits))
 

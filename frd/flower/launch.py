@@ -104,21 +104,28 @@ def start(command: Sequence[str], home: Path, log: Path) -> subprocess.Popen:
                                 stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def stop(process: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGTERM to ``process``'s group (its PID), SIGKILL after ``grace_s``."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        except ProcessLookupError:
-            pass
-    try:  # children left in the group (a ServerApp or ClientApp in flight)
-        os.killpg(process.pid, signal.SIGKILL)
+def _kill_group(process: subprocess.Popen, sig: signal.Signals) -> None:
+    try:
+        os.killpg(process.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def stop(*processes: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM to each process's group (its PID), all at once so that a deployment shuts down in
+    one grace period rather than one per process; SIGKILL to any still running after ``grace_s``
+    and to children left in each group (a ServerApp or ClientApp in flight)."""
+    for process in processes:
+        if process.poll() is None:
+            _kill_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        try:
+            process.wait(max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            _kill_group(process, signal.SIGKILL)
+            process.wait()
+        _kill_group(process, signal.SIGKILL)
 
 
 def tail(log: Path, lines: int = 5) -> str:
