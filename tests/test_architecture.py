@@ -92,16 +92,20 @@ def test_a_missing_dataset_leaves_nothing_that_blocks_the_fixed_rerun(tmp_path, 
 
 def test_study_grids_build_a_config_for_every_method():
     """The studies give one set of values to every method; each keeps the options it has."""
-    from benchmarks.distill_study import SCALED
+    from benchmarks.distill_study import METHODS, SCALED
     from benchmarks.mix2fld_study import grid
     from classification.methods import study_config
 
     configs = [config for _, _, config in grid(dict(seeds=1, rounds=4, iterations_per_round=100,
                                                         server_iterations=400))]
-    assert len(configs) == 40 and {c.method for c in configs} == {"fl", "fd", "mixfld", "mix2fld"}
-    assert all(c.options.server_iterations == 400 for c in configs if c.method in ("mixfld", "mix2fld"))
+    # 9 methods × 2 partitions in the full cell, FL and Mix2FLD (50, 100) × 2 in each of the other 3
+    assert len(configs) == 30 and {c.method for c in configs} == {"fl", "fd", "fld", "mixfld", "mix2fld"}
+    assert all(c.options.server_iterations == 400 for c in configs if c.method in ("fld", "mixfld", "mix2fld"))
+    assert {dict(c.channel_options).get("access", "fdma") for c in configs} == {"fdma", "tdma"}
     for method in CLS_METHODS:
         assert study_config(method, alpha=0.1, **SCALED).method == method
+    name, options = METHODS["feddm-noise"]
+    assert study_config(name, alpha=0.1, **SCALED, **options).options.init == "noise"
 
 
 def test_help_shows_each_option_with_its_docstring_and_methods(capsys):
