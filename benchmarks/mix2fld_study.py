@@ -266,6 +266,8 @@ def main() -> None:
             if (args.cells is None or cell in args.cells) and (args.labels is None or label in args.labels)]
     if args.finished_only:
         jobs = [job for job in jobs if (job[3] / "runs.csv").exists()]
+        if not jobs:
+            parser.error(f"no finished runs in {work}")
     else:
         started = time.perf_counter()
         try:
