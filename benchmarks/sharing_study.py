@@ -136,7 +136,7 @@ def plot(table: pd.DataFrame, path: Path) -> None:
                         label=f"{agents} agents")
         ax.axvline(0.5, color="grey", lw=1, ls="--")
         ax.set(yticks=range(len(labels)), yticklabels=labels, xlim=(0, 1), title=f"{env}, {population}",
-               xlabel="P(every agent done in fewer episodes than independent)")
+               xlabel="P(every agent done sooner than alone)")
         ax.invert_yaxis()
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
