@@ -53,6 +53,11 @@ class RLConfig:
         """Each agent's A2C config: its ``agent_spec`` entry over the common recipe, width and activation."""
         return agent_configs(self.agent_spec, self.agents, self.recipe, self.hidden, self.activation)
 
+    def run_setup(self, observation_space: Any, n_actions: int, seed: int) -> RunSetup:
+        """What a method sees of one run before it starts (its checks, its strategy)."""
+        return RunSetup(self.env_id, observation_space, n_actions, self.agents, seed,
+                        tuple(c.hidden for c in self.agent_configs()))
+
     def options_for(self, method: str) -> Any:
         return self.options[method] if method in self.options else get_method(method).Options()
 
@@ -81,8 +86,7 @@ class RLConfig:
         if self.init not in INITS:
             raise FrdError(f"--init takes {' or '.join(INITS)}, got {self.init!r}")
         env = check_env_id(self.env_id)
-        setup = RunSetup(self.env_id, env.observation_space, int(env.action_space.n),  # type: ignore[arg-type, attr-defined]
-                         self.agents, self.first_seed, tuple(c.hidden for c in self.agent_configs()))
+        setup = self.run_setup(env.observation_space, int(env.action_space.n), self.first_seed)  # type: ignore[attr-defined]
         for name, method in zip(self.methods, methods):
             method.check(self.options_for(name), setup)
         check_channel(self.channel, dict(self.channel_options))

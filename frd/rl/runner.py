@@ -18,7 +18,7 @@ from frd.ledger import Ledger
 from frd.results import run_id
 from frd.rl.config import RLConfig
 from frd.rl.memory import ExperienceMemory
-from frd.rl.methods import RoundContext, RunSetup, Strategy, get_method
+from frd.rl.methods import RoundContext, Strategy, get_method
 from frd.rl.mission import MissionWindow
 from frd.seeding import Stream, derive_seed
 
@@ -69,10 +69,9 @@ class RLBatch:
                       for s in seeds for a in range(A)]
         self.pop = GroupedPopulation(lane_seeds, self.env.obs_dim, self.env.n_actions, agents * len(seeds), init_seeds)
         self.rows = np.arange(len(lane_seeds))      # population row → env lane
-        widths = tuple(c.hidden for c in agents)
 
         def strategy(method: str, seed: int) -> Strategy:
-            setup = RunSetup(config.env_id, self.env.observation_space, self.env.n_actions, A, seed, widths)
+            setup = config.run_setup(self.env.observation_space, self.env.n_actions, seed)
             return get_method(method)(config.options_for(method), setup)
 
         self.runs = [RunState(method, strategy(method, s), s, np.arange(i * A, (i + 1) * A),
