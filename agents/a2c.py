@@ -47,6 +47,17 @@ def recipe(name: str, **overrides) -> A2CConfig:
     return replace(RECIPES[name], **overrides)
 
 
+def distill_limit(n: int, *, epochs: int, batch: int, steps: int | None) -> int:
+    """Minibatches a distillation over ``n`` states takes: ``steps``, or ``epochs`` passes."""
+    return (steps if steps is not None else epochs * -(-n // batch)) if n else 0
+
+
+def distill_passes(n: int, *, epochs: int, batch: int, steps: int | None) -> int:
+    """Shuffles of the ``n`` states it draws (one ``rng.permutation(n)`` per pass, the last cut short)."""
+    limit = distill_limit(n, epochs=epochs, batch=batch, steps=steps)
+    return -(-limit // -(-n // batch)) if n else 0
+
+
 class Rollout:
     """The last ``n`` steps of every lane, lane-major numpy arrays ``[L, n, …]`` (cheap to fill
     step by step, one tensor per field at update time); ``valid`` marks the steps a lane took."""
@@ -247,8 +258,8 @@ class A2CPopulation:
         mask[rows_t] = True
         x_all, p_all = torch.as_tensor(states, dtype=torch.float32), torch.as_tensor(target_probs, dtype=torch.float32)
         self.distill_opt.lr = lr
-        done, limit = 0, steps if steps is not None else epochs * -(-len(x_all) // batch)
-        while done < limit and len(x_all):
+        done, limit = 0, distill_limit(len(x_all), epochs=epochs, batch=batch, steps=steps)
+        for _ in range(distill_passes(len(x_all), epochs=epochs, batch=batch, steps=steps)):
             order = torch.from_numpy(rng.permutation(len(x_all)))
             for start in range(0, len(order), batch):
                 if done == limit:

@@ -18,7 +18,6 @@ from typing import Callable
 
 import numpy as np
 import torch
-from sklearn.model_selection import train_test_split
 
 from classification.idx import read_idx
 from frd.errors import FrdError
@@ -172,6 +171,8 @@ def load_dataset(name: str, data_dir: str | Path | None = None, *, download: boo
         raise FrdError(f"test fraction must be in (0, 1), got {test_fraction}")
     train, test = DATASETS[name](Path(data_dir) if data_dir else default_data_dir(name), download)
     if train is None:
+        from sklearn.model_selection import train_test_split  # only here: scikit-learn takes seconds to import
+
         x_pool, x_test, y_pool, y_test = train_test_split(*test, test_size=test_fraction,
                                                           random_state=split_seed, stratify=test[1])
         train, test = (x_pool, y_pool), (x_test, y_test)

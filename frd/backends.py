@@ -123,6 +123,19 @@ class ClsBackend(Protocol):
                  on_round: Callable[[], object] = lambda: None) -> Iterator[tuple[int, Tables]]: ...
 
 
+class RLBackend(Protocol):
+    """Where RL runs run: a ``Backend``, or a Flower grid (``frd.flower.apps``); not ``local``: runs
+    go through ``simulate``, not one batch in this process."""
+
+    @property
+    def local(self) -> bool: ...
+
+    def record(self, config: Any) -> dict: ...
+
+    def simulate(self, config: Any, runs: Sequence[tuple[str, int]], on_finished: Callable[[Tables], None],
+                 on_status: Callable[[str], None] = lambda text: None) -> None: ...
+
+
 LOCAL = Backend()
 """This process, one batch: the default backend."""
 

@@ -5,7 +5,7 @@ import argparse
 import importlib
 import signal
 import sys
-from typing import NoReturn
+from typing import Callable, NoReturn, Sequence
 
 from frd.errors import FrdError
 
@@ -14,8 +14,19 @@ COMMAND_MODULES = ("frd.rl.cli", "classification.cli", "frd.flower.cli")
 
 
 class _Parser(argparse.ArgumentParser):
+    """One-line errors; a subcommand whose flags depend on its arguments sets ``delegate``, which
+    picks the parser for them (``frd flower sim``: an RL or a classification method's flags)."""
+
+    delegate: Callable[[list[str]], argparse.ArgumentParser] | None = None
+
     def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other bad input
         self.exit(2, f"frd: error: {message} (see --help)\n")
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        if self.delegate is not None:
+            return self.delegate(list(args or [])).parse_known_args(args, namespace)
+        return super().parse_known_args(args, namespace)
 
 
 def build_parser() -> argparse.ArgumentParser:

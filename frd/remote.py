@@ -31,7 +31,9 @@ start); its overhead is split equally between their two rows."""
 class Request:
     """What the server asks of one participant: ``stage`` (``setup`` or ``round``) and ``step``
     (``up``: work, then upload; ``down``: take ``payload``, if any, and finish the round, then, if
-    ``next_round`` is set, work and upload for that round)."""
+    ``next_round`` is set, work and upload for that round). An RL agent's requests are of stage
+    ``rl`` and name the run's ``method``; ``control`` says how the last round went for it
+    (``frd.rl.remote``)."""
 
     stage: str
     step: str
@@ -39,6 +41,8 @@ class Request:
     round: int
     payload: bytes | None = None
     next_round: int | None = None
+    method: str | None = None
+    control: bytes | None = None
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,16 @@
 """frd over real Flower processes on loopback: a deployment (a SuperLink and two SuperNodes as
-subprocesses, ``frd flower run``) and ``frd flower sim`` give the tables of ``frd cls``.
+subprocesses, ``frd flower run``) and ``frd flower sim`` give the tables of ``frd cls`` and
+``frd rl`` / ``frd compare``.
 
 Budgets are the smallest that still cross every path: every message costs a deployed node a
-ClientApp process start, so the deployment runs one FD round (work and upload, then the download
-that ends the run); the simulation (no process per message, but its own simulation SuperLink and
-Ray: a deployment's SuperLink cannot serve it) runs Mix2FLD, whose seed exchange adds a stage and
-whose seed shortfall is counted on the devices.
+ClientApp process start, so the deployment runs two FD rounds and two FRL rounds (three messages
+each); the simulation (no process per message, but its own simulation SuperLink and Ray: a
+deployment's SuperLink cannot serve it) runs Mix2FLD, whose seed exchange adds a stage and whose
+seed shortfall is counted on the devices, and FRL, PD and FRD in one experiment.
 
-Rounds.csv's compute_s is wall-clock time and left out of the comparison; the ledger must be
-identical, accuracy and loss equal to test_remote.RTOL (per-device training on a node may differ
-from the vmapped stack in the last bits, see test_remote.py)."""
+compute_s is wall-clock time and left out of the comparison. RL tables are identical; in
+classification the ledger is identical, accuracy and loss equal to test_remote.RTOL (per-device
+training on a node may differ from the vmapped stack in the last bits, see test_remote.py)."""
 import signal
 import time
 from pathlib import Path
@@ -40,10 +41,26 @@ def assert_as_in_process(tmp_path: Path, out: Path, flags: list[str]) -> None:
     assert (transport["wire_bytes"] * 8 >= transport["bits"]).all() and (transport["seconds"] >= 0).all()
 
 
+def assert_rl_as_in_process(tmp_path: Path, out: Path, methods: str, flags: list[str], rounds: int) -> None:
+    """``frd compare`` of the same flags in process wrote the same tables, bit for bit."""
+    assert main(["compare", "--methods", methods, *flags, "--out", str(tmp_path / "in-process"), "--no-progress"]) == 0
+    for table in ("episodes", "ledger", "runs"):
+        local, remote = (pd.read_csv(folder / f"{table}.csv").drop(columns=["compute_s"], errors="ignore")
+                         for folder in (tmp_path / "in-process", out))
+        pd.testing.assert_frame_equal(remote, local, check_exact=True)
+    runs, transport = pd.read_csv(out / "runs.csv"), pd.read_csv(out / "transport.csv")
+    assert (runs["rounds"] == rounds).all() and (transport["wire_bytes"] * 8 >= transport["bits"]).all()
+
+
+RL_FLAGS = ["--agents", "2", "--seeds", "1", "--hidden", "8", "--period", "10", "--max-episodes", "25"]
+"""Rounds at episodes 10 and 20, the cap at 25: three messages per node."""
+
+
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
     """A SuperLink and two SuperNodes (participants 0 and 1 of 2) on free loopback ports; each
-    stopped by its PID afterwards."""
+    stopped by its PID afterwards. (Experiments go to it one at a time: a node serves one message
+    at a time and polls every 3 s, so two experiments at once took longer than one after the other.)"""
     tmp = tmp_path_factory.mktemp("deployment")
     port = free_port()
     address = f"{LOOPBACK}:{port}"
@@ -59,11 +76,25 @@ def deployment(tmp_path_factory):
         assert all(process.poll() is not None for process in processes)
 
 
-def test_an_fd_round_over_a_deployment_gives_the_in_process_tables(deployment, tmp_path):
-    flags = ["--method", "fd", "--devices", "2", "--rounds", "1", "--iterations", "3"]
-    assert main(["flower", "run", "--superlink", deployment, *flags, "--out", str(tmp_path / "flower"),
-                 "--no-progress"]) == 0
+def deployed(deployment: str, flags: list[str], out: Path) -> None:
+    assert main(["flower", "run", "--superlink", deployment, *flags, "--out", str(out), "--no-progress"]) == 0
+
+
+def test_two_fd_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
+    flags = ["--method", "fd", "--devices", "2", "--rounds", "2", "--iterations", "3"]
+    deployed(deployment, flags, tmp_path / "flower")
     assert_as_in_process(tmp_path, tmp_path / "flower", flags)
+
+
+def test_two_frl_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
+    deployed(deployment, ["--method", "frl", *RL_FLAGS], tmp_path / "flower")
+    assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl", RL_FLAGS, rounds=2)
+
+
+def test_flower_sim_of_frl_pd_and_frd_gives_the_compare_tables(tmp_path):
+    assert main(["flower", "sim", "--method", "frl,pd,frd", *RL_FLAGS, "--out", str(tmp_path / "flower"),
+                 "--no-progress"]) == 0
+    assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl,pd,frd", RL_FLAGS, rounds=2)
 
 
 def test_flower_sim_of_mix2fld_gives_the_in_process_tables(tmp_path):
@@ -96,6 +127,8 @@ def test_without_flwr_the_error_names_the_extra(monkeypatch, capsys, tmp_path):
     (["node", "--superlink", "nowhere", "--participant", "0", "--participants", "2"], "--superlink is HOST:PORT"),
     (["node", "--superlink", "127.0.0.1:1", "--participant", "2", "--participants", "2"], "--participant must lie in 0..1"),
     (["run", "--superlink", "127.0.0.1:99999"], "--superlink is HOST:PORT"),
+    (["sim", "--method", "mixfrd", "--out", "never"], "mixfrd draws its uploads from the round's generator"),
+    (["sim", "--method", "frl", "--agents", "2", "--agent-spec", "h=8;h=16", "--out", "never"], "frl averages weights"),
 ])
 def test_bad_flower_flags_are_one_line(argv, match, capsys):
     assert main(["flower", *argv]) == 2

@@ -1,32 +1,32 @@
 """The Flower ServerApp and ClientApp of frd (Message API, flwr 1.42).
 
 ServerApp: waits until every participant's node is connected and has said who it is, then runs
-``classification.runner.run_experiment`` unchanged, its devices reached through ``FlowerLink``; it
-writes the usual tables plus ``transport.csv`` into the folder named in the run config.
+the domain's ``run_experiment`` unchanged, its devices or agents reached through ``FlowerLink``;
+it writes the usual tables plus ``transport.csv`` into the folder named in the run config.
 
-ClientApp: one node is one participant (``partition-id`` in its node config). Flower 1.42 starts
-a new process for every message, so everything the participant keeps lives in ``context.state``
-as ``frd.wire`` bytes.
+ClientApp: one node is one participant, a classification device or an RL agent (``partition-id``
+in its node config). Flower 1.42 starts a new process for every message, so everything the
+participant keeps lives in ``context.state`` as bytes: a device's state, an agent's rounds so far.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import asdict
 from functools import lru_cache
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, cast
 
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from classification.config import ClsConfig
-from classification.data import Dataset, load_dataset
-from classification.remote import participant_reply, resolved, run_remote
-from classification.runner import run_experiment
 from frd.backends import Tables
 from frd.errors import FrdError
 from frd.flower.spec import RUN_CONFIG_KEY, read_spec
 from frd.remote import Reply, Request
+from frd.rl.config import RLConfig
+
+# Each domain's modules are imported where they are used: every message starts a node process,
+# and an RL agent's need not import classification's (scikit-learn among them), nor the reverse.
 
 NODE_WAIT_S = 300.0
 """How long the ServerApp waits for every participant's node to connect."""
@@ -86,17 +86,17 @@ class FlowerLink:
 
 def _request_record(request: Request) -> ConfigRecord:
     record = ConfigRecord({"stage": request.stage, "step": request.step, "seed": request.seed, "round": request.round})
-    for name in ("payload", "next_round"):
+    for name in ("payload", "next_round", "method", "control"):
         if getattr(request, name) is not None:
             record[name] = getattr(request, name)
     return record
 
 
 def _request(record: Any) -> Request:
-    payload = record["payload"] if "payload" in record else None
+    payload, method, control = (record[n] if n in record else None for n in ("payload", "method", "control"))
     next_round = int(record["next_round"]) if "next_round" in record else None
     return Request(str(record["stage"]), str(record["step"]), int(record["seed"]), int(record["round"]), payload,
-                   next_round)
+                   next_round, method, control)
 
 
 def _reply_record(reply: Reply, participant: int, participants: int) -> ConfigRecord:
@@ -116,7 +116,10 @@ def _reply(record: Any, participants: int) -> tuple[int, Reply]:
 
 
 class FlowerBackend:
-    """``run_experiment``'s backend on the ServerApp: each seed through a ``RemoteMethod``."""
+    """``run_experiment``'s backend on the ServerApp: each classification seed through a
+    ``RemoteMethod``, each RL run through a ``RemoteRun``, one after the other."""
+
+    local = False  # RL runs go through simulate
 
     def __init__(self, link: FlowerLink) -> None:
         self.link = link
@@ -126,8 +129,18 @@ class FlowerBackend:
 
     def iter_cls(self, work: Sequence[tuple[Any, int]], data: Any,
                  on_round: Callable[[], object] = lambda: None) -> Iterator[tuple[int, Tables]]:
+        from classification.remote import run_remote
+
         for i, (config, seed) in enumerate(work):
             yield i, run_remote(config, seed, data, self.link, on_round)
+
+    def simulate(self, config: RLConfig, runs: Sequence[tuple[str, int]], on_finished: Callable[[Tables], None],
+                 on_status: Callable[[str], None] = lambda text: None) -> None:
+        from frd.rl.remote import run_remote
+
+        for method, seed in runs:
+            on_status(f"{method} seed {seed}")
+            on_finished(run_remote(config, method, seed, self.link))
 
 
 server = ServerApp()
@@ -137,7 +150,14 @@ client = ClientApp()
 @server.main()
 def main(grid: Grid, context: Context) -> None:
     config, out = read_spec(str(context.run_config[RUN_CONFIG_KEY]))
-    run_experiment(config, out, progress=False, backend=FlowerBackend(FlowerLink(grid, config.devices)))
+    if isinstance(config, RLConfig):
+        from frd.rl.experiment import run_experiment as run_rl
+
+        run_rl(config, out, progress=False, backend=FlowerBackend(FlowerLink(grid, config.agents)))
+    else:
+        from classification.runner import run_experiment as run_cls
+
+        run_cls(config, out, progress=False, backend=FlowerBackend(FlowerLink(grid, config.devices)))
 
 
 def _participant(context: Context) -> tuple[int, int]:
@@ -148,13 +168,11 @@ def _participant(context: Context) -> tuple[int, int]:
                        "(frd flower node --participant K --participants N)") from None
 
 
-def _data(config: ClsConfig) -> Dataset:
-    return _load(config.dataset, config.data_dir, config.download, config.test_fraction, config.split_seed)
-
-
 @lru_cache(maxsize=2)
-def _load(dataset: str, data_dir: str | None, download: bool, test_fraction: float, split_seed: int) -> Dataset:
+def _load(dataset: str, data_dir: str | None, download: bool, test_fraction: float, split_seed: int) -> Any:
     """The node's own copy of the data (a simulated node's process may serve many messages)."""
+    from classification.data import load_dataset
+
     return load_dataset(dataset, data_dir, download=download, test_fraction=test_fraction, split_seed=split_seed)
 
 
@@ -163,9 +181,20 @@ def step(message: Message, context: Context) -> Message:
     config, _ = read_spec(str(context.run_config[RUN_CONFIG_KEY]))
     participant, participants = _participant(context)
     request = _request(message.content[RECORD])
-    key = f"{RECORD}-seed{request.seed}"
-    state = context.state.config_records[key]["state"] if key in context.state else None
-    assert state is None or isinstance(state, bytes)
-    reply, new_state = participant_reply(resolved(config), _data(config), participant, request, state)
-    context.state[key] = ConfigRecord({"state": new_state})
+    key = f"{RECORD}-{request.method or 'cls'}-seed{request.seed}"
+    kept = context.state.config_records[key]["state"] if key in context.state else None
+    reply: Reply
+    if isinstance(config, RLConfig):
+        from frd.rl.remote import agent_reply
+
+        assert kept is None or isinstance(kept, list)
+        reply, history = agent_reply(config, participant, request, cast(list[bytes], kept or []))
+        context.state[key] = ConfigRecord({"state": history})
+    else:
+        from classification.remote import participant_reply, resolved
+
+        assert kept is None or isinstance(kept, bytes)
+        data = _load(config.dataset, config.data_dir, config.download, config.test_fraction, config.split_seed)
+        reply, state = participant_reply(resolved(config), data, participant, request, kept)
+        context.state[key] = ConfigRecord({"state": state})
     return Message(RecordDict({RECORD: _reply_record(reply, participant, participants)}), reply_to=message)

@@ -1,18 +1,20 @@
-"""``frd flower``: a classification experiment over Flower, simulated here or across machines.
+"""``frd flower``: an experiment over Flower, simulated here or across machines, with one node
+per participant: a classification device, or an RL agent.
 
 ``sim`` starts its own simulation SuperLink on a free loopback port, runs the app and stops it.
 A deployment is ``link`` on one machine, ``node`` once per participant (anywhere that reaches
 the link), and ``run`` to submit an experiment; the tables are written by the ServerApp, on the
-link's machine, into ``--out``.
+link's machine, into ``--out``. ``sim`` and ``run`` take ``frd cls``'s flags, or with an RL
+method (``--method frl``, or several: ``--method frd,pd``) ``frd rl``'s.
 """
 from __future__ import annotations
 
 import argparse
 import tempfile
 from pathlib import Path
+from typing import Callable
 
-from classification.cli import add_experiment_arguments, config_from_args, default_out, report
-from classification.config import ClsConfig
+from classification import cli as cls_cli
 from classification.data import load_dataset
 from classification.runner import build_run
 from frd.errors import FrdError
@@ -30,31 +32,59 @@ from frd.flower.launch import (
     write_app,
     write_home,
 )
-from frd.flower.spec import cls_spec
+from frd.flower.spec import Config, spec
 from frd.results import ResultStore, run_id
+from frd.rl import cli as rl_cli
+from frd.rl.config import RLConfig
+from frd.rl.experiment import report as rl_report
+from frd.rl.methods import RL_METHODS
+from frd.rl.remote import check_remote
 
 OUT = "results/flower/<method>-<dataset>-<partition>"
+
+
+def _methods(args: list[str]) -> list[str]:
+    """The value of ``--method`` in ``args``, split at commas (empty when not given)."""
+    for i, arg in enumerate(args):
+        if arg == "--method" and i + 1 < len(args):
+            return args[i + 1].split(",")
+        if arg.startswith("--method="):
+            return arg.split("=", 1)[1].split(",")
+    return []
+
+
+def _by_method(parser_class: type, prog: str, help_text: str, deployed: bool) -> Callable[[list[str]], argparse.ArgumentParser]:
+    """``sim``'s or ``run``'s flags: ``frd rl``'s for RL methods, else ``frd cls``'s."""
+    def build(args: list[str]) -> argparse.ArgumentParser:
+        rl = any(m.strip() in RL_METHODS for m in _methods(args))
+        p = parser_class(prog=prog, description=help_text + " " + (__doc__ or "").split("\n\n")[-1].strip())
+        if deployed:
+            p.add_argument("--superlink", required=True, metavar="HOST:PORT", help="the SuperLink's address")
+        if rl:
+            p.add_argument("--method", required=True, help=f"RL method(s), comma-separated, from {', '.join(RL_METHODS)}")
+            rl_cli.add_common_arguments(p, scale_out=False)
+        else:
+            cls_cli.add_experiment_arguments(p, OUT + (" on the SuperLink's machine" if deployed else ""))
+        p.set_defaults(run=run_deployed if deployed else run_sim, rl=rl)
+        return p
+    return build
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("flower", help="run an experiment over Flower (simulated, or across machines)",
                               description=__doc__)
     sub = p.add_subparsers(dest="flower_command", required=True, parser_class=type(p))
-    sim = sub.add_parser("sim", help="a simulated Flower federation on this machine, one node per device")
-    add_experiment_arguments(sim, OUT)
-    sim.set_defaults(run=run_sim)
-    run = sub.add_parser("run", help="submit an experiment to a running SuperLink (frd flower link)")
-    run.add_argument("--superlink", required=True, metavar="HOST:PORT", help="the SuperLink's address")
-    add_experiment_arguments(run, OUT + " on the SuperLink's machine")
-    run.set_defaults(run=run_deployed)
+    for name, text, deployed in (("sim", "a simulated Flower federation on this machine, one node per participant", False),
+                                 ("run", "submit an experiment to a running SuperLink (frd flower link)", True)):
+        sub.add_parser(name, help=text).delegate = _by_method(type(p), f"frd flower {name}", text, deployed)
     link = sub.add_parser("link", help="start a SuperLink and wait (Ctrl-C stops it)")
     link.add_argument("--host", default=LOOPBACK, help="address to listen on (default loopback; 0.0.0.0 for other machines)")
     link.add_argument("--port", type=int, default=9092, help="port (default 9092)")
     link.set_defaults(run=run_link)
     node = sub.add_parser("node", help="start the SuperNode of one participant and wait (Ctrl-C stops it)")
     node.add_argument("--superlink", required=True, metavar="HOST:PORT", help="the SuperLink's address")
-    node.add_argument("--participant", type=int, required=True, metavar="K", help="this node's device, 0..N-1")
-    node.add_argument("--participants", type=int, required=True, metavar="N", help="devices of the experiment")
+    node.add_argument("--participant", type=int, required=True, metavar="K", help="this node's device or agent, 0..N-1")
+    node.add_argument("--participants", type=int, required=True, metavar="N", help="devices or agents of the experiment")
     node.add_argument("--port", type=int, help="loopback port of the node's app runtime (default a free one)")
     node.set_defaults(run=run_node)
 
@@ -66,22 +96,39 @@ def _address(text: str) -> str:
     return text
 
 
-def _checked(args: argparse.Namespace) -> tuple[ClsConfig, Path]:
+def _checked(args: argparse.Namespace) -> tuple[Config, Path]:
     """The experiment's config and absolute results folder, built once here so that bad input is
     one line before any process starts."""
     require_flwr()
-    config = config_from_args(args)
+    if args.rl:
+        rl_config = rl_cli.config_from_args(args, tuple(m.strip() for m in args.method.split(",") if m.strip()))
+        rl_config.validate()
+        check_remote(rl_config)
+        return rl_config, Path(args.out).resolve()
+    config = cls_cli.config_from_args(args)
     build_run(config, 0, load_dataset(config.dataset, config.data_dir, download=config.download,
                                       test_fraction=config.test_fraction, split_seed=config.split_seed))
-    return config, (Path(args.out) if args.out else default_out(config, "flower")).resolve()
+    return config, (Path(args.out) if args.out else cls_cli.default_out(config, "flower")).resolve()
 
 
-def _report(config: ClsConfig, out: Path, log: Path) -> None:
+def _participants(config: Config) -> int:
+    return config.agents if isinstance(config, RLConfig) else config.devices
+
+
+def _report(config: Config, out: Path, log: Path) -> None:
     store = ResultStore(out, config, config.resume_key())
-    missing = {run_id(config.method, s) for s in range(config.seeds)} - store.finished()
+    if isinstance(config, RLConfig):
+        seeds = range(config.first_seed, config.first_seed + config.seeds)
+        expected = {run_id(m, s) for m in config.methods for s in seeds}
+    else:
+        expected = {run_id(config.method, s) for s in range(config.seeds)}
+    missing = expected - store.finished()
     if missing:
         raise FrdError(f"the Flower run ended without {', '.join(sorted(missing))}; see {log}")
-    report(config, store)
+    if isinstance(config, RLConfig):
+        rl_cli.print_summary(rl_report(store, config), str(out))
+    else:
+        cls_cli.report(config, store)
 
 
 def run_sim(args: argparse.Namespace) -> int:
@@ -93,7 +140,7 @@ def run_sim(args: argparse.Namespace) -> int:
         link = start(superlink_command(LOOPBACK, port, simulation=True), home, log)
         try:
             wait_listening(link, port, log)
-            flwr_run(write_app(home / "app", cls_spec(config, str(out))), home, log, supernodes=config.devices)
+            flwr_run(write_app(home / "app", spec(config, str(out))), home, log, supernodes=_participants(config))
         finally:
             stop(link)
     _report(config, out, log)
@@ -107,7 +154,7 @@ def run_deployed(args: argparse.Namespace) -> int:
         home = Path(tmp)
         write_home(home, superlink)
         log = home / "flwr-run.log"
-        flwr_run(write_app(home / "app", cls_spec(config, str(out))), home, log)
+        flwr_run(write_app(home / "app", spec(config, str(out))), home, log)
         if not (out / "config.json").exists():
             print(f"submitted; the tables are in {out} on the SuperLink's machine")
             return 0

@@ -23,9 +23,10 @@ from frd.flower.spec import RUN_CONFIG_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 HYGIENE = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
-           "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1"}
+           "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1", "RAY_worker_niceness": "0"}
 """No telemetry, update checks or usage statistics; a node's app runner looks for work every 0.1 s
-(Flower's default 1 s adds up to a second to every message)."""
+(Flower's default 1 s adds up to a second to every message); a simulation's Ray workers at the
+usual priority (Ray's default, nice 15, starves them beside any other job, as in ``frd.backends``)."""
 LOOPBACK = "127.0.0.1"
 READY_S = 60.0
 """How long a SuperLink may take to listen."""

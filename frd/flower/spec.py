@@ -6,19 +6,41 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from agents.spec import AgentSpec
 from classification.config import ClsConfig
-from classification.methods import COMMON_FIELDS, cls_config
+from classification.methods import COMMON_FIELDS as CLS_FIELDS
+from classification.methods import cls_config
+from frd.rl.config import COMMON_FIELDS as RL_FIELDS
+from frd.rl.config import RLConfig
+from frd.rl.methods import get_method
 
 RUN_CONFIG_KEY = "frd"
 
-
-def cls_spec(config: ClsConfig, out: str) -> str:
-    return json.dumps({"domain": "cls", "out": out, "config": asdict(config)})
+Config = ClsConfig | RLConfig
 
 
-def read_spec(text: str) -> tuple[ClsConfig, str]:
-    """The config and results folder of a spec written by ``cls_spec``."""
-    spec: dict[str, Any] = json.loads(text)
-    values = spec["config"]
-    common = {k: v for k, v in values.items() if k in COMMON_FIELDS and k != "method"}
-    return cls_config(values["method"], **common, **values["options"]), spec["out"]
+def spec(config: Config, out: str) -> str:
+    domain = "rl" if isinstance(config, RLConfig) else "cls"
+    return json.dumps({"domain": domain, "out": out, "config": asdict(config)})
+
+
+def _tuples(value: Any) -> Any:
+    """JSON's lists back to the tuples the frozen configs hold."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _rl_config(values: dict[str, Any]) -> RLConfig:
+    common = {k: _tuples(v) for k, v in values.items() if k in RL_FIELDS}
+    common["agent_spec"] = tuple(AgentSpec(**entry) for entry in values["agent_spec"])
+    options = {m: get_method(m).Options(**{k: _tuples(v) for k, v in o.items()}) for m, o in values["options"].items()}
+    return RLConfig(**common, options=options)
+
+
+def read_spec(text: str) -> tuple[Config, str]:
+    """The config and results folder of a spec written by ``spec``."""
+    written: dict[str, Any] = json.loads(text)
+    values = written["config"]
+    if written["domain"] == "rl":
+        return _rl_config(values), written["out"]
+    common = {k: v for k, v in values.items() if k in CLS_FIELDS and k != "method"}
+    return cls_config(values["method"], **common, **values["options"]), written["out"]

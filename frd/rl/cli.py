@@ -22,7 +22,8 @@ COMMON_FLAGS = ("env_id", "agents", "seeds", "first_seed", "hidden", "activation
                 "max_episodes", "period", "target", "window", "until", "channel", "channel_options", "threads")
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
+def add_common_arguments(p: argparse.ArgumentParser, scale_out: bool = True) -> None:
+    """Every flag but the method's; ``scale_out``: also the backend's and the single-agent reference."""
     d = RLConfig()
     p.add_argument("--env", dest="env_id", default=d.env_id, help="gymnasium env id (Box obs, Discrete actions)")
     p.add_argument("--agents", type=int, default=d.agents, help="agents per run")
@@ -47,9 +48,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=d.threads, help="torch threads")
     p.add_argument("--out", required=True, help="results folder (rerun the same command to resume)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--single-agent-reference", action="store_true",
-                   help="also run one independent agent per seed (in OUT/single-agent) and show its row")
-    add_backend_arguments(p)
+    if scale_out:
+        p.add_argument("--single-agent-reference", action="store_true",
+                       help="also run one independent agent per seed (in OUT/single-agent) and show its row")
+        add_backend_arguments(p)
     add_option_flags(p, RL_METHODS)
 
 
@@ -65,21 +67,26 @@ def config_from_args(args: argparse.Namespace, methods: tuple[str, ...]) -> RLCo
 def _run(args: argparse.Namespace, methods: tuple[str, ...]) -> int:
     summary = run_experiment(config_from_args(args, methods), args.out, progress=not args.no_progress,
                              single_agent_reference=args.single_agent_reference, backend=backend_from_args(args))
+    print_summary(summary, args.out)
+    return 0
+
+
+def print_summary(summary: pd.DataFrame, out: str) -> None:
+    """One block per method of the summary table."""
     with pd.option_context("display.width", 250, "display.max_columns", None):
         for _, row in summary.iterrows():
             print(f"\n== {row['method']} ({row['agents']} agents, {row['runs']} runs) ==")
             print(row.drop(["method", "agents", "runs"]).to_string())
-    print(f"\ntables, config and figures in {args.out}/")
-    return 0
+    print(f"\ntables, config and figures in {out}/")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     names = ", ".join(f"{name} ({method.description})" for name, method in RL_METHODS.items())
     rl = sub.add_parser("rl", help="train agents with one exchange method")
     rl.add_argument("--method", default="independent", help=f"one of {names}")
-    _add_common(rl)
+    add_common_arguments(rl)
     rl.set_defaults(run=lambda a: _run(a, (a.method,)))
     cmp = sub.add_parser("compare", help="several exchange methods on the same seeds, one table each")
     cmp.add_argument("--methods", default="frd,pd,frl,independent", help=f"comma-separated, from {names}")
-    _add_common(cmp)
+    add_common_arguments(cmp)
     cmp.set_defaults(run=lambda a: _run(a, tuple(m.strip() for m in a.methods.split(",") if m.strip())))

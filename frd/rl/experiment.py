@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from frd.backends import LOCAL, Backend
+from frd.backends import LOCAL, RLBackend
 from frd.results import ResultStore, atomic_write_csv, run_id
 from frd.rl.config import RLConfig
 from frd.rl.plots import plot_mission, plot_payload
@@ -19,7 +19,7 @@ SINGLE_AGENT = "single-agent"
 
 
 def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
-                   single_agent_reference: bool = False, backend: Backend = LOCAL) -> pd.DataFrame:
+                   single_agent_reference: bool = False, backend: RLBackend = LOCAL) -> pd.DataFrame:
     """Run every method × seed not already in ``out_dir``; return the summary table.
 
     Each run's rows are saved the moment it finishes (on any ``backend``), so an interrupted

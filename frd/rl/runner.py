@@ -52,22 +52,25 @@ class RLBatch:
     Runs of different methods can share a batch: a run's results do not depend on its
     batch-mates (tested), and one batch keeps more lanes busy than one per method would.
     Each run has its own strategy object, built once, which owns the run's state across rounds.
+    ``agents`` holds only some of each run's agents (a remote participant holds its own one).
     """
 
-    def __init__(self, config: RLConfig, runs: Sequence[tuple[str, int]]) -> None:
+    def __init__(self, config: RLConfig, runs: Sequence[tuple[str, int]], agents: Sequence[int] | None = None) -> None:
         self.config = config
         seeds = [seed for _, seed in runs]
         torch.set_num_threads(config.threads)
         torch.set_flush_denormal(True)  # denormal weights and moments would slow every op
-        A = config.agents
-        lane_seeds = [derive_seed(s, a) for s in seeds for a in range(A)]
+        self.agent_ids = list(range(config.agents)) if agents is None else list(agents)
+        A = len(self.agent_ids)
+        lane_seeds = [derive_seed(s, a) for s in seeds for a in self.agent_ids]
         self.env = make_lanes(config.env_id, lane_seeds)
-        agents = config.agent_configs()
+        learners = config.agent_configs()
         # shared: the agents of a run with one architecture start from the same networks, as from a
         # server's initial model (one init seed per run); separate: each from its own.
         init_seeds = [derive_seed(s, Stream.RL_INIT) if config.init == "shared" else derive_seed(s, a, Stream.RL_INIT)
-                      for s in seeds for a in range(A)]
-        self.pop = GroupedPopulation(lane_seeds, self.env.obs_dim, self.env.n_actions, agents * len(seeds), init_seeds)
+                      for s in seeds for a in self.agent_ids]
+        self.pop = GroupedPopulation(lane_seeds, self.env.obs_dim, self.env.n_actions,
+                                     [learners[a] for a in self.agent_ids] * len(seeds), init_seeds)
         self.rows = np.arange(len(lane_seeds))      # population row → env lane
 
         def strategy(method: str, seed: int) -> Strategy:
@@ -75,7 +78,7 @@ class RLBatch:
             return get_method(method)(config.options_for(method), setup)
 
         self.runs = [RunState(method, strategy(method, s), s, np.arange(i * A, (i + 1) * A),
-                              [MissionWindow(config.target, config.window) for _ in range(A)])
+                              [MissionWindow(config.target, config.window) for _ in range(config.agents)])
                      for i, (method, s) in enumerate(runs)]
         self.channels = [make_channel(config.channel, derive_seed(s, Stream.RL_CHANNEL), **dict(config.channel_options))
                          for s in seeds]
@@ -94,13 +97,15 @@ class RLBatch:
         self.at_barrier: set[int] = set()  # runs whose barrier may have just completed
         self.stale_rows = False            # a run finished since the last compaction
         self.done: list[dict[str, pd.DataFrame]] = []  # tables of runs finished, not yet handed out
+        self.clock = 0                     # steps of the batch so far (every lane's rollout slot follows it)
+        self.paused = False                # set by a subclass to leave ``run`` at the next safe point
 
     def run(self, on_status: Callable[[str], None] = lambda text: None) -> Iterator[dict[str, pd.DataFrame]]:
         """Step until every run has finished, yielding each run's tables as it finishes;
         ``on_status`` hears how far the live runs are."""
         self.reset()
         tick = last_status = time.perf_counter()
-        while self.live_runs:
+        while self.live_runs and not self.paused:
             self.step()
             if self.pop.between_updates:  # every group just updated: a safe point for rounds
                 now = time.perf_counter()
@@ -121,6 +126,7 @@ class RLBatch:
     def step(self) -> None:
         """One env step of every active lane, learning when the rollout is full (exchange rounds
         and compaction are ``run``'s, between updates)."""
+        self.clock += 1
         rows_obs = self.obs[self.rows]
         actions, probs = self.pop.act(rows_obs)
         full_actions = np.zeros(len(self.obs), np.int64)
@@ -152,9 +158,19 @@ class RLBatch:
         for run in live:
             run.compute_s += seconds / len(live)
 
+    def _run_of(self, lane: int) -> int:
+        """The index of ``lane``'s run."""
+        return lane // len(self.agent_ids)
+
+    def agent_of(self, lane: int) -> int:
+        """The agent of its run that ``lane`` is."""
+        return self.agent_ids[lane % len(self.agent_ids)]
+
     def _end_episode(self, lane: int) -> None:
-        cfg, A = self.config, self.config.agents
-        run, agent = self.runs[lane // A], lane % A
+        cfg = self.config
+        run, agent = self.runs[self._run_of(lane)], self.agent_of(lane)
+        if run.finished:  # another agent ended the run at this very step
+            return
         score, self.score[lane] = self.score[lane], 0.0
         self.episode[lane] += 1
         run.episodes.append((agent, int(self.episode[lane]), float(score), int(self.env_steps[lane])))
@@ -168,17 +184,17 @@ class RLBatch:
             self._retire(lane)
         elif run.strategy.exchanges and self.episode[lane] % cfg.period == 0:
             self.waiting[lane], self.active[lane] = True, False
-            self.at_barrier.add(lane // A)
+            self.at_barrier.add(self._run_of(lane))
 
     def _retire(self, lane: int) -> None:
         """The lane stops (at the cap, or completed when every agent is awaited); its run ends
         with its last lane."""
-        run = self.runs[lane // self.config.agents]
+        run = self.runs[self._run_of(lane)]
         self.capped[lane], self.active[lane] = True, False
         if self.capped[run.lanes].all():
             self._finish(run)
         else:
-            self.at_barrier.add(lane // self.config.agents)  # the others may be waiting for this agent
+            self.at_barrier.add(self._run_of(lane))  # the others may be waiting for this agent
 
     def _row_of(self) -> dict[int, int]:
         return {int(lane): row for row, lane in enumerate(self.rows)}
@@ -198,7 +214,6 @@ class RLBatch:
         """A round for every run whose live agents have all reached the barrier."""
         if not self.at_barrier:
             return
-        cfg = self.config
         row_of = self._row_of()
         candidates, self.at_barrier = sorted(self.at_barrier), set()
         for i in candidates:
@@ -207,61 +222,80 @@ class RLBatch:
             if run.finished or len(live) == 0 or not self.waiting[live].all():
                 continue
             start = time.perf_counter()
-            agents = [int(lane % cfg.agents) for lane in live]
-            memories = ({a: self.memory.take(lane) for a, lane in zip(agents, live)}
-                        if self.memory is not None and run.strategy.records_memory else {})
-            run.strategy.begin_round(RoundContext(
-                self.pop, {a: row_of[lane] for a, lane in zip(agents, live)}, memories,
-                np.random.default_rng(derive_seed(run.seed, run.rounds, Stream.RL_EXCHANGE)),
-                {a: run.windows[a].mean() for a in agents}))
-            report = run_round(run.strategy, agents, run_id=run_id(run.method, run.seed),
-                               round_=run.rounds + 1, ledger=run.ledger, channel=self.channels[i])
-            run.rounds += 1
-            run.round_log += [{"round": run.rounds, **row} for row in run.strategy.log]
-            run.strategy.log = []
-            run.comm_s += report.comm_s
+            if self.exchange(i, {self.agent_of(int(lane)): row_of[int(lane)] for lane in live}):
+                run.rounds += 1
+                run.round_log += [{"round": run.rounds, **row} for row in run.strategy.log]
+                run.strategy.log = []
+                self.waiting[live], self.active[live] = False, True
+            else:
+                self.at_barrier.add(i)  # not yet: look again at the next safe point
             run.compute_s += time.perf_counter() - start
-            self.waiting[live], self.active[live] = False, True
+
+    def round_context(self, i: int, rows: dict[int, int], rng: np.random.Generator,
+                      recent_scores: dict[int, float] | None = None) -> RoundContext:
+        """Run ``i``'s round as its strategy sees it; each agent's memory of the period is taken."""
+        run = self.runs[i]
+        lanes = {a: run.lanes[self.agent_ids.index(a)] for a in rows}
+        memories = ({a: self.memory.take(lane) for a, lane in lanes.items()}
+                    if self.memory is not None and run.strategy.records_memory else {})
+        scores = recent_scores if recent_scores is not None else {a: run.windows[a].mean() for a in rows}
+        return RoundContext(self.pop, rows, memories, rng, scores)
+
+    def exchange(self, i: int, rows: dict[int, int]) -> bool:
+        """Run ``i``'s round among its live agents (``rows``: agent → population row); whether it
+        took place (a remote agent may have to wait for its server)."""
+        run = self.runs[i]
+        run.strategy.begin_round(self.round_context(
+            i, rows, np.random.default_rng(derive_seed(run.seed, run.rounds, Stream.RL_EXCHANGE))))
+        report = run_round(run.strategy, list(rows), run_id=run_id(run.method, run.seed),
+                           round_=run.rounds + 1, ledger=run.ledger, channel=self.channels[i])
+        run.comm_s += report.comm_s
+        return True
 
     def _finish(self, run: RunState) -> None:
         run.finished = True
         self.live_runs -= 1
         self.stale_rows = True
         self.active[run.lanes] = self.waiting[run.lanes] = False
-        rid = run_id(run.method, run.seed)
-        episodes = pd.DataFrame(run.episodes, columns=["agent", "episode", "score", "env_steps"])
-        episodes.insert(0, "seed", run.seed)
-        episodes.insert(0, "method", run.method)
-        episodes.insert(0, "run_id", rid)
-        totals = run.ledger.totals()
-        first = next(iter(run.completed_at.values()), None)  # the first agent to complete
-        per_agent = [run.completed_at.get(a, int(self.episode[lane])) for a, lane in enumerate(run.lanes)]
-        every = self.config.until == "all"
-        runs = pd.DataFrame([dict(
-            run_id=rid, method=run.method, seed=run.seed, n_agents=self.config.agents,
-            completed=first is not None,
-            mission_episodes=first if first is not None else int(self.episode[run.lanes].max()),
-            all_agents_episodes=max(per_agent) if every else np.nan,
-            median_agent_episodes=float(np.median(per_agent)) if every else np.nan,
-            agents_completed=len(run.completed_at),
-            mission_env_steps=int(self.env_steps[run.lanes].sum()),
-            compute_s=run.compute_s, comm_s=run.comm_s,
-            rounds=run.rounds, bits_up=totals["bits_up"], bits_down=totals["bits_down"])])
-        rounds = pd.DataFrame(run.round_log, columns=ROUND_COLUMNS)
-        rounds.insert(0, "seed", run.seed)
-        rounds.insert(0, "method", run.method)
-        rounds.insert(0, "run_id", rid)
-        self.done.append({"episodes": episodes, "ledger": run.ledger.frame(), "rounds": rounds, "runs": runs})
+        self.done.append(run_tables(self.config, run, self.episode[run.lanes], self.env_steps[run.lanes]))
 
     def _compact(self) -> None:
         """Drop the population rows of finished runs once they are a quarter of the stack."""
         if not self.stale_rows:
             return
         self.stale_rows = False
-        keep = np.flatnonzero([not self.runs[lane // self.config.agents].finished for lane in self.rows])
+        keep = np.flatnonzero([not self.runs[self._run_of(int(lane))].finished for lane in self.rows])
         if len(keep) and len(keep) <= 0.75 * len(self.rows):
             self.pop.keep(keep.tolist())
             self.rows = self.rows[keep]  # otherwise look again when the next run finishes
+
+
+def run_tables(config: RLConfig, run: RunState, episodes: np.ndarray, env_steps: np.ndarray) -> dict[str, pd.DataFrame]:
+    """A finished run's tables; ``episodes`` and ``env_steps`` are each agent's counts when it finished."""
+    rid = run_id(run.method, run.seed)
+    frame = pd.DataFrame(run.episodes, columns=["agent", "episode", "score", "env_steps"])
+    frame.insert(0, "seed", run.seed)
+    frame.insert(0, "method", run.method)
+    frame.insert(0, "run_id", rid)
+    totals = run.ledger.totals()
+    first = next(iter(run.completed_at.values()), None)  # the first agent to complete
+    per_agent = [run.completed_at.get(a, int(n)) for a, n in enumerate(episodes)]
+    every = config.until == "all"
+    runs = pd.DataFrame([dict(
+        run_id=rid, method=run.method, seed=run.seed, n_agents=config.agents,
+        completed=first is not None,
+        mission_episodes=first if first is not None else int(max(episodes)),
+        all_agents_episodes=max(per_agent) if every else np.nan,
+        median_agent_episodes=float(np.median(per_agent)) if every else np.nan,
+        agents_completed=len(run.completed_at),
+        mission_env_steps=int(sum(env_steps)),
+        compute_s=run.compute_s, comm_s=run.comm_s,
+        rounds=run.rounds, bits_up=totals["bits_up"], bits_down=totals["bits_down"])])
+    rounds = pd.DataFrame(run.round_log, columns=ROUND_COLUMNS)
+    rounds.insert(0, "seed", run.seed)
+    rounds.insert(0, "method", run.method)
+    rounds.insert(0, "run_id", rid)
+    return {"episodes": frame, "ledger": run.ledger.frame(), "rounds": rounds, "runs": runs}
 
 
 def iter_simulate(config: RLConfig, runs: Sequence[tuple[str, int]],

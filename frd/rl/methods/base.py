@@ -51,6 +51,7 @@ class Strategy:
     Options: ClassVar[type] = NoOptions
     exchanges: ClassVar[bool] = True        # agents wait at the barrier every period for a round
     records_memory: ClassVar[bool] = False  # the runner records each agent's (state, policy) memory
+    draws_at_upload: ClassVar[bool] = False  # uploads draw from the round's generator, agent after agent
 
     @classmethod
     def check(cls, options: Any, setup: RunSetup) -> None:
@@ -80,6 +81,13 @@ class Strategy:
 
     def finish_round(self) -> None:
         """After every download of the round; default: nothing left to do."""
+
+    def finish_rng_states(self, received: Mapping[int, Payload], recent_scores: Mapping[int, float],
+                          rng: np.random.Generator) -> dict[int, Mapping[str, Any]]:
+        """For agents that run remotely: the state of the round's generator (``rng``, fresh) at
+        which each receiver's ``finish_round`` starts drawing in process, given the delivered
+        downloads; default: ``finish_round`` draws nothing."""
+        return {}
 
     def after_update(self, population: Population, rows: Sequence[int]) -> None:
         """Learner hook, after a local A2C update of the run's agents at population ``rows`` (agents

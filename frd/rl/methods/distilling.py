@@ -8,6 +8,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
+from agents.a2c import distill_passes
 from frd.options import at_least, positive
 from frd.payload import FLOAT_BITS, Array, Payload
 from frd.rl.methods.base import RoundContext, RunSetup, Strategy
@@ -113,14 +114,31 @@ class DistillingStrategy(Strategy):
         """(states, action probabilities) to distil towards."""
         raise NotImplementedError
 
+    def distilling_groups(self, received: Mapping[int, Payload], recent_scores: Mapping[int, float]) -> list[list[int]]:
+        """Receivers that distil one teacher together, in the order ``finish_round`` takes them
+        (the leader, the agent with the best recent mean, left out unless it distils)."""
+        leader = max(recent_scores, key=lambda a: (recent_scores[a], -a)) if recent_scores else None
+        groups: dict[int, list[int]] = {}
+        for agent, payload in received.items():
+            if self.options.leader_distills or agent != leader:
+                groups.setdefault(id(payload), []).append(agent)
+        return list(groups.values())
+
+    def finish_rng_states(self, received: Mapping[int, Payload], recent_scores: Mapping[int, float],
+                          rng: np.random.Generator) -> dict[int, Mapping[str, Any]]:
+        """Each group's distillation draws its shuffles from the round's generator in turn: the
+        state at which each receiver's group starts."""
+        o, out = self.options, dict[int, Mapping[str, Any]]()
+        for agents in self.distilling_groups(received, recent_scores):
+            state, n = rng.bit_generator.state, len(self.target(received[agents[0]])[0])
+            for _ in range(distill_passes(n, epochs=o.distill_epochs, batch=o.distill_batch, steps=o.distill_steps)):
+                rng.permutation(n)
+            out.update(dict.fromkeys(agents, state))
+        return out
+
     def finish_round(self) -> None:
         ctx, o = self.round, self.options
-        leader = max(ctx.recent_scores, key=lambda a: (ctx.recent_scores[a], -a)) if ctx.recent_scores else None
-        groups: dict[int, list[int]] = {}
-        for agent, payload in self.received.items():
-            if o.leader_distills or agent != leader:
-                groups.setdefault(id(payload), []).append(agent)
-        for agents in groups.values():
+        for agents in self.distilling_groups(self.received, ctx.recent_scores):
             states, probs = self.target(self.received[agents[0]])
             if not len(states):
                 continue

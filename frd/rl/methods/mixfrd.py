@@ -51,6 +51,7 @@ def mix_proxy_entries(states: np.ndarray, policy: np.ndarray, alpha: float,
 class MixFRD(FederatedReinforcementDistillation):
     description = "FRD with a Mixup-interpolated proxy memory (about half the uplink)"
     Options = MixFRDOptions
+    draws_at_upload = True
 
     @classmethod
     def check(cls, options: Any, setup: RunSetup) -> None:
