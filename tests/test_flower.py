@@ -6,7 +6,8 @@ Budgets are the smallest that still cross every path: every message costs a depl
 ClientApp process start, so the deployment runs two FD rounds and two FRL rounds (three messages
 each); the simulation (no process per message, but its own simulation SuperLink and Ray: a
 deployment's SuperLink cannot serve it) runs Mix2FLD, whose seed exchange adds a stage and whose
-seed shortfall is counted on the devices, and FRL, PD and FRD in one experiment.
+seed shortfall is counted on the devices, and FRL, PD and FRD in one experiment under ``--until all``
+(an agent retires, and the server then asks only the other).
 
 compute_s is wall-clock time and left out of the comparison. RL tables are identical; in
 classification the ledger is identical, accuracy and loss equal to test_remote.RTOL (per-device
@@ -92,9 +93,16 @@ def test_two_frl_rounds_over_a_deployment_give_the_in_process_tables(deployment,
 
 
 def test_flower_sim_of_frl_pd_and_frd_gives_the_compare_tables(tmp_path):
-    assert main(["flower", "sim", "--method", "frl,pd,frd", *RL_FLAGS, "--out", str(tmp_path / "flower"),
+    # every agent runs to the mission (an easy one) or the cap: in each run one agent retires early
+    # and the rounds go on with the other alone
+    flags = ["--agents", "2", "--seeds", "1", "--first-seed", "5", "--hidden", "8", "--period", "5",
+             "--max-episodes", "25", "--until", "all", "--target", "30"]
+    assert main(["flower", "sim", "--method", "frl,pd,frd", *flags, "--out", str(tmp_path / "flower"),
                  "--no-progress"]) == 0
-    assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl,pd,frd", RL_FLAGS, rounds=2)
+    assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl,pd,frd", flags, rounds=4)
+    ledger = pd.read_csv(tmp_path / "flower" / "ledger.csv")
+    uploads = ledger[ledger["direction"] == "up"].groupby(["run_id", "round"])["participant"].nunique()
+    assert (uploads.groupby("run_id").min() == 1).all()
 
 
 def test_flower_sim_of_mix2fld_gives_the_in_process_tables(tmp_path):

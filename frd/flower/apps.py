@@ -78,9 +78,10 @@ class FlowerLink:
                 out[participant] = (reply, time.perf_counter() - started)
             if waiting:
                 time.sleep(POLL_S)
-        if sorted(out) != list(range(self.participants)):
+        if self.nodes.keys() != set(range(self.participants)):
             raise FrdError(f"nodes say they are participants {sorted(out)}, the run needs 0..{self.participants - 1} "
                            "once each")
+        assert out.keys() == requests.keys(), "a reply from a participant that was not asked"
         return out
 
 
