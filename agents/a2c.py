@@ -110,15 +110,24 @@ class A2CPopulation:
         self.distill_opt = LaneAdam(self.actor, lr=0.0)
         self.rollout = Rollout(config.n_steps, len(lane_seeds), obs_dim)
         # What acting computed per rollout slot (hidden activations, logits, the state), reused
-        # by the update while the weights it was computed with are unchanged.
+        # by the update while the weights it was computed with are unchanged; in the kernels'
+        # argument order.
         L, n = len(lane_seeds), config.n_steps
         self._cache = dict(h1=np.zeros((L, n, h), np.float32), h2=np.zeros((L, n, h), np.float32),
                            logits=np.zeros((L, n, n_actions), np.float32),
                            obs=np.zeros((L, n, obs_dim), np.float32), ok=np.zeros((L, n), bool))
         self._dims = (obs_dim, h, n_actions, config.activation == "relu")
+        self._bind_arrays()
         self._rngs = [np.random.default_rng(int(s) ^ Stream.RL_ACTIONS) for s in lane_seeds]
         self._uniforms = np.empty((0, len(lane_seeds)))
         self._next_uniform = 0
+
+    def _bind_arrays(self) -> None:
+        """numpy views of the buffers the kernels update in place, in ``kernel.learn``'s order
+        (``Tensor.numpy()`` costs ~4 µs a call); redone when ``keep`` replaces the buffers."""
+        ao, co = self.actor_opt, self.critic_opt
+        self._arrays = tuple(buffer.numpy() for buffer in (self.actor.data, self.critic.data, ao.exp_avg,
+                                                           ao.exp_avg_sq, co.exp_avg, co.exp_avg_sq, ao.steps, co.steps))
 
     @property
     def lanes(self) -> int:
@@ -136,11 +145,9 @@ class A2CPopulation:
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sample an action per lane; also return the action probabilities used to act."""
         obs = np.ascontiguousarray(obs, dtype=np.float32)
-        d, h, A, relu = self._dims
-        actions, probs = np.empty(len(obs), np.int64), np.empty((len(obs), A), np.float32)
-        c = self._cache
-        kernel.act(self.actor.data.numpy(), obs, self._draw_uniforms(), self.rollout.t, d, h, A, relu,
-                   c["h1"], c["h2"], c["logits"], c["obs"], c["ok"], actions, probs)
+        actions, probs = np.empty(len(obs), np.int64), np.empty((len(obs), self._dims[2]), np.float32)
+        kernel.act(self._arrays[0], obs, self._draw_uniforms(), self.rollout.t, *self._dims,
+                   *self._cache.values(), actions, probs)
         return actions, probs
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated, valid) -> None:
@@ -173,11 +180,8 @@ class A2CPopulation:
         r, cfg, c = self.rollout, self.config, self._cache
         d, h, A, relu = self._dims
         ao, co = self.actor_opt, self.critic_opt
-        kernel.learn(r.t, d, h, A, relu, self.actor.data.numpy(), self.critic.data.numpy(),
-                     ao.exp_avg.numpy(), ao.exp_avg_sq.numpy(), co.exp_avg.numpy(), co.exp_avg_sq.numpy(),
-                     ao.steps.numpy(), co.steps.numpy(),
-                     r.obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done, r.valid,
-                     c["h1"], c["h2"], c["logits"], c["obs"], c["ok"],
+        kernel.learn(r.t, d, h, A, relu, *self._arrays,
+                     r.obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done, r.valid, *c.values(),
                      cfg.gamma, cfg.value_coef, cfg.entropy_coef,
                      -1.0 if cfg.max_grad_norm is None else cfg.max_grad_norm,
                      ao.lr, co.lr, ao.betas[0], ao.betas[1], ao.eps, grads_a, grads_c)
@@ -310,5 +314,6 @@ class A2CPopulation:
             part.keep(rows_t)
         self._cache = {k: v[list(rows)] for k, v in self._cache.items()}
         self._cache["ok"][:] = False
+        self._bind_arrays()
         self._rngs = [self._rngs[i] for i in rows]
         self._uniforms = np.ascontiguousarray(self._uniforms[:, list(rows)])

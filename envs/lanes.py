@@ -21,6 +21,7 @@ from numba import njit
 from frd.errors import FrdError
 
 CARTPOLE = "CartPole-v1"
+RESET_BLOCK = 64  # episode starts a CartPole lane draws from its generator at once
 
 
 @dataclass
@@ -60,10 +61,14 @@ class Lanes(Protocol):
 
 @njit(cache=True, error_model="numpy")
 def _cartpole_step(state, steps, actions, active, gravity, masspole, total_mass, length, polemass_length,
-                   force_mag, tau, x_threshold, theta_threshold, max_steps, obs, final_obs, reward, terminated,
-                   truncated):
+                   force_mag, tau, x_threshold, theta_threshold, max_steps, resets, next_reset, obs, final_obs,
+                   reward, terminated, truncated):
     """gymnasium's ``CartPoleVectorEnv.step`` (Euler), lane by lane, same operations in the same
-    order (bit-identical, tested); lanes not ``active`` keep their state and step count."""
+    order (bit-identical, tested); lanes not ``active`` keep their state and step count. A lane
+    whose episode ends starts its next one from its next pre-drawn state ``resets[i, next_reset[i]]``
+    (a Python loop over those lanes cost more than the step). Returns how many lanes have used up
+    their pre-drawn states."""
+    exhausted = 0
     for i in range(state.shape[1]):
         x, x_dot, theta, theta_dot = state[0, i], state[1, i], state[2, i], state[3, i]
         force = np.sign(actions[i] - 0.5) * force_mag
@@ -87,8 +92,15 @@ def _cartpole_step(state, steps, actions, active, gravity, masspole, total_mass,
         else:
             terminated[i] = truncated[i] = False
             reward[i] = 0.0
+        if terminated[i] or truncated[i]:
+            for k in range(4):
+                state[k, i] = resets[i, next_reset[i], k]
+            steps[i] = 0
+            next_reset[i] += 1
+        exhausted += next_reset[i] == resets.shape[1]
         for k in range(4):
             obs[i, k] = state[k, i]
+    return exhausted
 
 
 class CartPoleLanes:
@@ -114,9 +126,24 @@ class CartPoleLanes:
         self._constants = (core.gravity, core.masspole, core.total_mass, core.length, core.polemass_length,
                            core.force_mag, core.tau, core.x_threshold, core.theta_threshold_radians,
                            core.max_episode_steps)
+        self._resets = np.empty((len(lane_seeds), RESET_BLOCK, 4))            # each lane's next first states
+        self._next_reset = np.full(len(lane_seeds), RESET_BLOCK, np.int64)  # … and which is next
 
     def _fresh_states(self, lanes: np.ndarray) -> np.ndarray:
-        return np.stack([self.rngs[i].uniform(self.core.low, self.core.high, 4) for i in lanes], axis=1)
+        """The next episode's first state of each of ``lanes`` ([4, len(lanes)]), each from its
+        lane's own generator, in the order the lane draws them."""
+        if (self._next_reset[lanes] == RESET_BLOCK).any():
+            self._draw_resets()
+        states = self._resets[lanes, self._next_reset[lanes]].T
+        self._next_reset[lanes] += 1
+        return states
+
+    def _draw_resets(self) -> None:
+        """Refill the lanes that used up their pre-drawn first states: ``RESET_BLOCK`` more at
+        once from the lane's generator (the same numbers, in the same order, as one draw per reset)."""
+        for i in np.flatnonzero(self._next_reset == RESET_BLOCK):
+            self._resets[i] = self.rngs[i].uniform(self.core.low, self.core.high, (RESET_BLOCK, 4))
+            self._next_reset[i] = 0
 
     def reset(self) -> np.ndarray:
         self.env.reset()
@@ -127,16 +154,10 @@ class CartPoleLanes:
         core, L = self.core, len(self.rngs)
         obs, final_obs = np.empty((L, 4), np.float32), np.empty((L, 4), np.float32)
         reward, terminated, truncated = np.empty(L, np.float32), np.empty(L, bool), np.empty(L, bool)
-        _cartpole_step(core.state, core.steps, np.ascontiguousarray(actions, dtype=np.int64),
-                       np.ascontiguousarray(active, dtype=bool), *self._constants,
-                       obs, final_obs, reward, terminated, truncated)
-        done = terminated | truncated
-        if done.any():
-            lanes = np.flatnonzero(done)
-            fresh = self._fresh_states(lanes)
-            core.state[:, lanes] = fresh
-            core.steps[lanes] = 0
-            obs[lanes] = fresh.T.astype(np.float32)
+        if _cartpole_step(core.state, core.steps, np.ascontiguousarray(actions, dtype=np.int64),
+                          np.ascontiguousarray(active, dtype=bool), *self._constants, self._resets,
+                          self._next_reset, obs, final_obs, reward, terminated, truncated):
+            self._draw_resets()  # so that every lane has a first state ready for the next step
         return LaneStep(obs, final_obs, reward, terminated, truncated)
 
 

@@ -127,18 +127,20 @@ class RLBatch:
         """One env step of every active lane, learning when the rollout is full (exchange rounds
         and compaction are ``run``'s, between updates)."""
         self.clock += 1
-        rows_obs = self.obs[self.rows]
+        r = self.rows
+        compacted = len(r) < len(self.obs)  # else every lane has its own row, in lane order
+        rows_obs = self.obs[r] if compacted else self.obs
         actions, probs = self.pop.act(rows_obs)
-        full_actions = np.zeros(len(self.obs), np.int64)
-        full_actions[self.rows] = actions
+        if compacted:
+            full_actions = np.zeros(len(self.obs), np.int64)
+            full_actions[r] = actions
         stepping = self.active.copy()
         if self.memory is not None:
-            lanes = np.flatnonzero((stepping & self.records)[self.rows])
-            self.memory.add(self.rows[lanes], rows_obs[lanes], probs[lanes])
-        out = self.env.step(full_actions, stepping)
-        r = self.rows
-        self.pop.observe(rows_obs, actions, out.reward[r], out.final_obs[r], out.terminated[r],
-                         out.truncated[r], stepping[r].astype(np.float32))
+            lanes = np.flatnonzero((stepping & self.records)[r])
+            self.memory.add(r[lanes], rows_obs[lanes], probs[lanes])
+        out = self.env.step(full_actions if compacted else actions, stepping)
+        taken = (out.reward, out.final_obs, out.terminated, out.truncated, stepping.astype(np.float32))
+        self.pop.observe(rows_obs, actions, *(part[r] for part in taken) if compacted else taken)
         self.score += out.reward
         self.env_steps += stepping
         for lane in np.flatnonzero((out.terminated | out.truncated) & stepping):
@@ -171,18 +173,18 @@ class RLBatch:
         run, agent = self.runs[self._run_of(lane)], self.agent_of(lane)
         if run.finished:  # another agent ended the run at this very step
             return
-        score, self.score[lane] = self.score[lane], 0.0
-        self.episode[lane] += 1
-        run.episodes.append((agent, int(self.episode[lane]), float(score), int(self.env_steps[lane])))
+        score, self.score[lane] = float(self.score[lane]), 0.0
+        episode = self.episode[lane] = int(self.episode[lane]) + 1  # Python numbers: cheaper than numpy's
+        run.episodes.append((agent, episode, score, int(self.env_steps[lane])))
         if run.windows[agent].add(score):
-            run.completed_at[agent] = int(self.episode[lane])
+            run.completed_at[agent] = episode
             if cfg.until == "first":
                 self._finish(run)
             else:
                 self._retire(lane)
-        elif self.episode[lane] >= cfg.max_episodes:
+        elif episode >= cfg.max_episodes:
             self._retire(lane)
-        elif run.strategy.exchanges and self.episode[lane] % cfg.period == 0:
+        elif run.strategy.exchanges and episode % cfg.period == 0:
             self.waiting[lane], self.active[lane] = True, False
             self.at_barrier.add(self._run_of(lane))
 
