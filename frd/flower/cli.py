@@ -45,12 +45,9 @@ OUT = "results/flower/<method>-<dataset>-<partition>"
 
 def _methods(args: list[str]) -> list[str]:
     """The value of ``--method`` in ``args``, split at commas (empty when not given)."""
-    for i, arg in enumerate(args):
-        if arg == "--method" and i + 1 < len(args):
-            return args[i + 1].split(",")
-        if arg.startswith("--method="):
-            return arg.split("=", 1)[1].split(",")
-    return []
+    method = argparse.ArgumentParser(add_help=False)
+    method.add_argument("--method", default="")
+    return method.parse_known_args(args)[0].method.split(",")
 
 
 def _by_method(parser_class: type, prog: str, help_text: str, deployed: bool) -> Callable[[list[str]], argparse.ArgumentParser]:

@@ -37,7 +37,7 @@ from frd.remote import Link, Reply, Request, Transport, array_report
 from frd.results import run_id
 from frd.rl.config import RLConfig
 from frd.rl.methods import Strategy, get_method
-from frd.rl.runner import ROUND_COLUMNS, RLBatch, RunState, run_tables
+from frd.rl.runner import ROUND_COLUMNS, RLBatch, RunState, round_rng, run_tables
 from frd.seeding import Stream, derive_seed
 from frd.wire import decode, encode
 
@@ -107,7 +107,7 @@ class AgentReplay(RLBatch):
 
     def exchange(self, i: int, rows: dict[int, int]) -> bool:
         run = self.runs[i]
-        rng = np.random.default_rng(derive_seed(run.seed, run.rounds, Stream.RL_EXCHANGE))
+        rng = round_rng(run.seed, run.rounds)
         if run.rounds == len(self.given):  # the round the server waits for
             run.strategy.begin_round(self.round_context(i, rows, rng))
             self.upload = run.strategy.upload(self.agent)
@@ -211,9 +211,10 @@ class RemoteRun:
         """Every live agent finishes the last round and plays to its next event: its report, and
         its upload if that event is the barrier."""
         run = self.run
-        requests = {a: Request(STAGE, "advance", run.seed, run.rounds, self.sent[a][0] if a in self.sent else None,
-                               method=run.method, control=self.sent[a][1] if a in self.sent else None)
-                    for a in self.live}
+        requests = {}
+        for a in self.live:
+            download, control = self.sent.get(a, (None, None))
+            requests[a] = Request(STAGE, "advance", run.seed, run.rounds, download, method=run.method, control=control)
         replies = self.link.send(requests)
         reports, uploads = {}, {}
         for a, (reply, round_trip) in sorted(replies.items()):
@@ -266,7 +267,7 @@ class RemoteRun:
                            channel=self.channel)
         scores = {a: float(reports[a]["recent"][0]) for a in self.live}
         states = run.strategy.finish_rng_states(
-            exchange.downloads, scores, np.random.default_rng(derive_seed(run.seed, run.rounds, Stream.RL_EXCHANGE)))
+            exchange.downloads, scores, round_rng(run.seed, run.rounds))
         self.sent = {a: (encode(exchange.downloads[a]) if a in exchange.downloads else None,
                          RoundInput(clock, scores, states.get(a)).encode()) for a in self.live}
         self.log_order = list(states)

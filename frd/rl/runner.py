@@ -247,8 +247,7 @@ class RLBatch:
         """Run ``i``'s round among its live agents (``rows``: agent → population row); whether it
         took place (a remote agent may have to wait for its server)."""
         run = self.runs[i]
-        run.strategy.begin_round(self.round_context(
-            i, rows, np.random.default_rng(derive_seed(run.seed, run.rounds, Stream.RL_EXCHANGE))))
+        run.strategy.begin_round(self.round_context(i, rows, round_rng(run.seed, run.rounds)))
         report = run_round(run.strategy, list(rows), run_id=run_id(run.method, run.seed),
                            round_=run.rounds + 1, ledger=run.ledger, channel=self.channels[i])
         run.comm_s += report.comm_s
@@ -270,6 +269,11 @@ class RLBatch:
         if len(keep) and len(keep) <= 0.75 * len(self.rows):
             self.pop.keep(keep.tolist())
             self.rows = self.rows[keep]  # otherwise look again when the next run finishes
+
+
+def round_rng(seed: int, rounds_done: int) -> np.random.Generator:
+    """The generator of a run's next round (its method's draws: shuffles, mixes)."""
+    return np.random.default_rng(derive_seed(seed, rounds_done, Stream.RL_EXCHANGE))
 
 
 def run_tables(config: RLConfig, run: RunState, episodes: np.ndarray, env_steps: np.ndarray) -> dict[str, pd.DataFrame]:
