@@ -19,6 +19,8 @@ Reported per cell and variant: the IQM of the episodes to the first agent's miss
 last agent's, each with a 95 % stratified-bootstrap CI, and the probability that the variant needs
 fewer episodes than independent agents on the same cell (both measures, with CIs). Raw runs go
 to ``--work`` (resumable: rerun the same command); ``sharing_*`` CSVs and a PNG to ``--out``.
+``--report-only`` runs nothing and tabulates the cells already finished (the whole design is
+hours of CPU, so it is usually run a slice at a time).
 """
 from __future__ import annotations
 
@@ -65,17 +67,26 @@ def variants(population: str) -> list[tuple[str, tuple[str, ...], dict[str, Any]
                                        for suffix, options in KNOBS.items() if options]
 
 
-def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -> pd.DataFrame:
-    """Every variant of one cell, resumed from ``--work``; their runs, labelled."""
+def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -> pd.DataFrame | None:
+    """Every variant of one cell, resumed from ``--work``; their runs, labelled. Under
+    ``--report-only`` nothing runs, and a cell with an unfinished variant is left out (None)."""
     frames = []
     for folder, methods, options in variants(population):
         config = rl_config(methods, env_id=ENVS[env], agents=agents, seeds=args.seeds, until="all",
                            max_episodes=args.max_episodes, **POPULATIONS[population], **options)
         out = args.work / f"{env}-{agents}agents-{population}" / folder
-        print(f"--- {out}: {', '.join(methods)}", flush=True)
-        run_experiment(config, out, progress=args.progress)
+        if args.report_only:
+            if not (out / "runs.csv").exists():
+                print(f"--- {out}: not finished, cell left out", flush=True)
+                return None
+        else:
+            print(f"--- {out}: {', '.join(methods)}", flush=True)
+            run_experiment(config, out, progress=args.progress)
         runs = ResultStore(out, config, config.resume_key()).read("runs")
         runs = runs[runs["method"].isin(methods) & (runs["seed"] < args.seeds)]
+        if len(runs) < len(methods) * args.seeds:
+            print(f"--- {out}: {len(runs)} of {len(methods) * args.seeds} runs, cell left out", flush=True)
+            return None
         suffix = "" if folder == "default" else f" {folder}"
         frames.append(runs.assign(variant=runs["method"] + suffix))
     return pd.concat(frames, ignore_index=True).assign(env=env, agents=agents, population=population)
@@ -155,11 +166,16 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("results/sharing_study"), help="raw runs (resumable)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="CSV summaries and the PNG")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: tabulate the cells already finished in --work, leave out the rest")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = pd.concat([run_cell(env, agents, population, args)
-                      for env, agents, population in itertools.product(args.envs, args.agents, args.populations)],
-                     ignore_index=True)
+    cells = [run_cell(env, agents, population, args)
+             for env, agents, population in itertools.product(args.envs, args.agents, args.populations)]
+    finished = [cell for cell in cells if cell is not None]
+    if not finished:
+        raise SystemExit("sharing_study: no finished cell to report")
+    runs = pd.concat(finished, ignore_index=True)
     table = summarise(runs)
     runs.to_csv(args.out / "sharing_runs.csv", index=False)
     table.to_csv(args.out / "sharing_summary.csv", index=False)

@@ -1,0 +1,32 @@
+"""benchmarks.sharing_study at a tiny budget: one cell runs every variant, and ``--report-only``
+tabulates what is finished without running or creating anything."""
+import sys
+
+import pandas as pd
+import pytest
+
+from benchmarks import sharing_study
+
+
+def study(monkeypatch, tmp_path, *flags: str) -> None:
+    argv = ["sharing_study", "--seeds", "2", "--envs", "cartpole", "--agents", "2", "--max-episodes", "3",
+            "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out"), "--no-progress", *flags]
+    monkeypatch.setattr(sys, "argv", argv)
+    sharing_study.main()
+
+
+def test_a_cell_runs_every_variant_and_report_only_leaves_unfinished_cells_out(monkeypatch, tmp_path):
+    study(monkeypatch, tmp_path, "--populations", "homogeneous")
+    table = pd.read_csv(tmp_path / "out" / "sharing_summary.csv")
+    assert table["variant"].tolist() == sharing_study.ORDER
+    assert (table["runs"] == 2).all() and table["first agent IQM"].between(1, 3).all()
+
+    (tmp_path / "out" / "sharing_summary.csv").unlink()
+    study(monkeypatch, tmp_path, "--populations", "homogeneous", "rlcode", "--report-only")
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out" / "sharing_summary.csv"), table)
+    assert not (tmp_path / "work" / "cartpole-2agents-rlcode").exists()
+
+
+def test_report_only_without_a_finished_cell_says_so(monkeypatch, tmp_path):
+    with pytest.raises(SystemExit, match="no finished cell to report"):
+        study(monkeypatch, tmp_path, "--populations", "widths", "--report-only")
