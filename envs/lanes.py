@@ -190,6 +190,11 @@ class GenericLanes:
 
 
 def make_lanes(env_id: str, lane_seeds: Sequence[int]) -> Lanes:
-    """CartPole uses gymnasium's vectorized entry point; other envs run one instance per lane."""
+    """CartPole uses gymnasium's vectorized entry point, Acrobot its arithmetic over all lanes at
+    once; other envs run one instance per lane."""
+    from envs.acrobot import ACROBOT, AcrobotLanes  # envs.acrobot builds on this module's LaneStep
+
     check_env_id(env_id).close()
-    return CartPoleLanes(lane_seeds) if env_id == CARTPOLE else GenericLanes(env_id, lane_seeds)
+    if env_id == CARTPOLE:
+        return CartPoleLanes(lane_seeds)
+    return AcrobotLanes(lane_seeds) if env_id == ACROBOT else GenericLanes(env_id, lane_seeds)
