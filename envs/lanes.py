@@ -22,6 +22,9 @@ from frd.errors import FrdError
 
 CARTPOLE = "CartPole-v1"
 RESET_BLOCK = 64  # episode starts a CartPole lane draws from its generator at once
+ACROBOT_AT_ONCE = 8
+"""Acrobot lanes from which stepping all at once beats an instance per lane: its ~200 numpy
+calls per step cost more than 4 instances' steps, less than 8 (``python -m benchmarks.env_step``)."""
 
 
 @dataclass
@@ -190,11 +193,14 @@ class GenericLanes:
 
 
 def make_lanes(env_id: str, lane_seeds: Sequence[int]) -> Lanes:
-    """CartPole uses gymnasium's vectorized entry point, Acrobot its arithmetic over all lanes at
-    once; other envs run one instance per lane."""
+    """CartPole uses gymnasium's vectorized entry point, Acrobot from ``ACROBOT_AT_ONCE`` lanes on
+    its arithmetic over all lanes at once (the same trajectories either way); other envs, and
+    fewer Acrobot lanes, run one instance per lane."""
     from envs.acrobot import ACROBOT, AcrobotLanes  # envs.acrobot builds on this module's LaneStep
 
     check_env_id(env_id).close()
     if env_id == CARTPOLE:
         return CartPoleLanes(lane_seeds)
-    return AcrobotLanes(lane_seeds) if env_id == ACROBOT else GenericLanes(env_id, lane_seeds)
+    if env_id == ACROBOT and len(lane_seeds) >= ACROBOT_AT_ONCE:
+        return AcrobotLanes(lane_seeds)
+    return GenericLanes(env_id, lane_seeds)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from envs.acrobot import AcrobotLanes
-from envs.lanes import CartPoleLanes, GenericLanes, make_lanes
+from envs.lanes import ACROBOT_AT_ONCE, CartPoleLanes, GenericLanes, make_lanes
 
 
 def _roll(lanes, steps, lane_count, active=None, seed=0):
@@ -48,9 +48,10 @@ def test_a_lane_does_not_depend_on_its_neighbours():
         np.testing.assert_allclose(one.obs[0], three.obs[1], rtol=1e-6)
 
 
-def test_cartpole_and_acrobot_step_all_lanes_at_once_other_envs_one_instance_per_lane():
+def test_cartpole_and_many_acrobot_lanes_step_at_once_other_envs_one_instance_per_lane():
     assert isinstance(make_lanes("CartPole-v1", [1]), CartPoleLanes)
-    assert isinstance(make_lanes("Acrobot-v1", [1]), AcrobotLanes)
+    assert isinstance(make_lanes("Acrobot-v1", range(ACROBOT_AT_ONCE)), AcrobotLanes)
+    assert isinstance(make_lanes("Acrobot-v1", range(ACROBOT_AT_ONCE - 1)), GenericLanes)
     assert isinstance(make_lanes("MountainCar-v0", [1]), GenericLanes)
 
 
