@@ -27,3 +27,12 @@ def test_window_forgets_old_episodes():
 def test_first_completion_takes_the_earliest_agent():
     assert first_completion([[490.0] * 30, [100.0] * 5 + [500.0] * 10]) == 10
     assert first_completion([[1.0] * 30, [2.0] * 30]) is None
+
+
+def test_a_config_built_in_code_takes_the_envs_mission_unless_given_one():
+    # the CLI and code get the same default: the sharing study once ran Acrobot towards CartPole's 490
+    from frd.rl.config import rl_config
+
+    assert rl_config("independent").target == 490.0
+    assert rl_config("pd", env_id="Acrobot-v1").target == -100.0
+    assert rl_config("pd", env_id="Acrobot-v1", target=-50.0).target == -50.0

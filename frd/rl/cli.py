@@ -9,14 +9,12 @@ import argparse
 
 import pandas as pd
 
-from envs.lanes import check_env_id
 from frd.backends import add_backend_arguments, backend_from_args
 from frd.channel import parse_channel_option
 from frd.options import add_option_flags, given_options
 from frd.rl.config import RLConfig, rl_config
 from frd.rl.experiment import run_experiment
 from frd.rl.methods import RL_METHODS
-from frd.rl.mission import default_target
 
 COMMON_FLAGS = ("env_id", "agents", "seeds", "first_seed", "hidden", "activation", "recipe", "agent_spec", "init",
                 "max_episodes", "period", "target", "window", "until", "channel", "channel_options", "threads")
@@ -57,9 +55,6 @@ def add_common_arguments(p: argparse.ArgumentParser, scale_out: bool = True) -> 
 
 def config_from_args(args: argparse.Namespace, methods: tuple[str, ...]) -> RLConfig:
     values = {k: getattr(args, k) for k in COMMON_FLAGS}
-    if values["target"] is None:
-        check_env_id(args.env_id)  # an unknown env is named as such, not as one without a mission
-        values["target"] = default_target(args.env_id)
     values["channel_options"] = tuple(args.channel_options)
     return rl_config(methods, **values, **given_options(args))
 

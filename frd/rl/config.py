@@ -15,6 +15,7 @@ from frd.errors import FrdError
 from frd.options import build_options, options_key
 from frd.results import ResumeKey
 from frd.rl.methods import RL_METHODS, RunSetup, get_method
+from frd.rl.mission import default_target
 
 UNTIL = ("first", "all")
 """When a run ends: at the mission (the first agent to complete), or once every agent completed."""
@@ -105,11 +106,16 @@ COMMON_FIELDS = frozenset(f.name for f in fields(RLConfig)) - {"options"}
 def rl_config(methods: tuple[str, ...] | str, **values: Any) -> RLConfig:
     """An ``RLConfig`` from flat values: common fields by name, and each option to every listed
     method that has it (an option no listed method has is an error naming its methods);
-    ``agent_spec`` may be given as its text, e.g. ``"h=32;h=64,lr=3e-4"``."""
+    ``agent_spec`` may be given as its text, e.g. ``"h=32;h=64,lr=3e-4"``; without a ``target``
+    (or with None) the env's mission score (``default_target``: CartPole 490, Acrobot −100, …)."""
     methods = (methods,) if isinstance(methods, str) else tuple(methods)
     for m in methods:
         get_method(m)
     common = {k: v for k, v in values.items() if k in COMMON_FIELDS}
+    if common.get("target") is None:
+        env_id = common.get("env_id", RLConfig.env_id)
+        check_env_id(env_id).close()  # an unknown env is named as such, not as one without a mission
+        common["target"] = default_target(env_id)
     if isinstance(common.get("agent_spec"), str):
         common["agent_spec"] = parse_agent_spec(common["agent_spec"])
     options = build_options(RL_METHODS, methods, {k: v for k, v in values.items() if k not in COMMON_FIELDS})
