@@ -16,7 +16,8 @@ import pandas as pd
 
 from benchmarks.common import Clock
 from envs.acrobot import ACROBOT, AcrobotLanes
-from envs.lanes import GenericLanes, Lanes
+from envs.lanes import GenericLanes
+from envs.step import Lanes
 
 
 def us_per_lane_step(lanes: Lanes, count: int, steps: int) -> float:

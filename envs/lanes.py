@@ -11,13 +11,14 @@ Two guarantees the exchange methods rely on:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
 from numba import njit
 
+from envs.acrobot import ACROBOT, AcrobotLanes
+from envs.step import Lanes, LaneStep
 from frd.errors import FrdError
 
 CARTPOLE = "CartPole-v1"
@@ -25,15 +26,6 @@ RESET_BLOCK = 64  # episode starts a CartPole lane draws from its generator at o
 ACROBOT_AT_ONCE = 8
 """Acrobot lanes from which stepping all at once beats an instance per lane: its ~200 numpy
 calls per step cost more than 4 instances' steps, less than 8 (``python -m benchmarks.env_step``)."""
-
-
-@dataclass
-class LaneStep:
-    obs: np.ndarray        # [L, d] state to act on next (a fresh episode's first state after a done)
-    final_obs: np.ndarray  # [L, d] the state this step actually reached
-    reward: np.ndarray     # [L]
-    terminated: np.ndarray  # [L] bool
-    truncated: np.ndarray  # [L] bool
 
 
 def check_env_id(env_id: str) -> gym.Env:
@@ -48,18 +40,6 @@ def check_env_id(env_id: str) -> gym.Env:
     if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
         raise FrdError(f"{env_id} observations are {space}; the agents need a flat Box observation space")
     return env
-
-
-class Lanes(Protocol):
-    """What the runner needs of either vectorization path."""
-
-    obs_dim: int
-    n_actions: int
-    observation_space: gym.spaces.Box
-
-    def reset(self) -> np.ndarray: ...
-
-    def step(self, actions: np.ndarray, active: np.ndarray) -> LaneStep: ...
 
 
 @njit(cache=True, error_model="numpy")
@@ -196,8 +176,6 @@ def make_lanes(env_id: str, lane_seeds: Sequence[int]) -> Lanes:
     """CartPole uses gymnasium's vectorized entry point, Acrobot from ``ACROBOT_AT_ONCE`` lanes on
     its arithmetic over all lanes at once (the same trajectories either way); other envs, and
     fewer Acrobot lanes, run one instance per lane."""
-    from envs.acrobot import ACROBOT, AcrobotLanes  # envs.acrobot builds on this module's LaneStep
-
     check_env_id(env_id).close()
     if env_id == CARTPOLE:
         return CartPoleLanes(lane_seeds)

@@ -59,7 +59,7 @@ class _GymStepLanes(CartPoleLanes):
     """The previous CartPoleLanes.step: gymnasium's numpy vector step, frozen lanes restored."""
 
     def step(self, actions, active):
-        from envs.lanes import LaneStep
+        from envs.step import LaneStep
         core, frozen = self.core, ~active
         held = core.state[:, frozen].copy(), core.steps[frozen].copy()
         _, reward, terminated, truncated, _ = self.env.step(actions.astype(np.int64))
