@@ -133,10 +133,15 @@ def markdown(table: pd.DataFrame) -> str:
 
 def plot(table: pd.DataFrame, path: Path) -> None:
     """P(fewer episodes than independent) for every agent to complete, with its CI: one panel per
-    (env, population), one marker per agent count; right of 0.5 sharing helps."""
-    cells = list(table.groupby(["env", "population"], sort=False))
-    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 4.5), sharex=True, squeeze=False)
-    for ax, ((env, population), cell) in zip(axes[0], cells):
+    (env, population), a row per env, one marker per agent count; right of 0.5 sharing helps."""
+    envs, populations = list(dict.fromkeys(table["env"])), list(dict.fromkeys(table["population"]))
+    fig, axes = plt.subplots(len(envs), len(populations), figsize=(4.2 * len(populations), 4.5 * len(envs)),
+                             sharex=True, squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()  # a cell not (yet) run stays blank
+    for (env, population), cell in table.groupby(["env", "population"], sort=False):
+        ax = axes[envs.index(env)][populations.index(population)]
+        ax.set_axis_on()
         shared = cell[cell["variant"] != BASELINE]
         labels = list(dict.fromkeys(shared["variant"]))
         for k, (agents, g) in enumerate(shared.groupby("agents")):
