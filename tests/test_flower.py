@@ -53,9 +53,6 @@ def assert_rl_as_in_process(tmp_path: Path, out: Path, methods: str, flags: list
     assert (runs["rounds"] == rounds).all() and (transport["wire_bytes"] * 8 >= transport["bits"]).all()
 
 
-ON_THE_DEPLOYMENT = pytest.mark.xdist_group("flower-deployment")
-"""The deployment tests share one module fixture, so they run on one pytest-xdist worker."""
-
 RL_FLAGS = ["--agents", "2", "--seeds", "1", "--hidden", "8", "--period", "10", "--max-episodes", "25"]
 """Rounds at episodes 10 and 20, the cap at 25: three messages per node."""
 
@@ -84,14 +81,12 @@ def deployed(deployment: str, flags: list[str], out: Path) -> None:
     assert main(["flower", "run", "--superlink", deployment, *flags, "--out", str(out), "--no-progress"]) == 0
 
 
-@ON_THE_DEPLOYMENT
 def test_two_fd_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
     flags = ["--method", "fd", "--devices", "2", "--rounds", "2", "--iterations", "3"]
     deployed(deployment, flags, tmp_path / "flower")
     assert_as_in_process(tmp_path, tmp_path / "flower", flags)
 
 
-@ON_THE_DEPLOYMENT
 def test_two_frl_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
     deployed(deployment, ["--method", "frl", *RL_FLAGS], tmp_path / "flower")
     assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl", RL_FLAGS, rounds=2)
