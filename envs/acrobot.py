@@ -132,9 +132,9 @@ class AcrobotLanes:
             self.steps[lanes] += 1
             final[lanes] = self.obs[lanes] = observe(ns)
             done = -cos(ns[:, 0]) - cos(ns[:, 1] + ns[:, 0]) > 1.0
-            terminated[lanes], reward[lanes] = done, np.where(done, 0.0, -1.0)
-            truncated[lanes] = self.steps[lanes] >= self.max_steps
-            ended = lanes[terminated[lanes] | truncated[lanes]]
+            out_of_time = self.steps[lanes] >= self.max_steps
+            terminated[lanes], truncated[lanes], reward[lanes] = done, out_of_time, np.where(done, 0.0, -1.0)
+            ended = lanes[done | out_of_time]
             if ended.size:
                 self._reset(ended)
         return LaneStep(self.obs.copy(), final, reward, terminated, truncated)
