@@ -23,6 +23,11 @@ from frd.cli import main
 from frd.errors import FrdError
 from frd.rl.config import RLConfig
 
+pytestmark = pytest.mark.xdist_group("ray")
+"""Every test that starts or joins Ray runs on one pytest-xdist worker, one after the other (here
+and ``frd flower sim`` in test_flower.py): a driver joining this module's cluster hung in
+``ray.init`` while another worker's Ray was starting."""
+
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ["compute_s"]  # a share of a batch's compute: differs with the batch; comm_s does not
 TINY = ["--agents", "2", "--hidden", "8", "--max-episodes", "6", "--period", "2", "--target", "1e9",

@@ -53,6 +53,11 @@ def assert_rl_as_in_process(tmp_path: Path, out: Path, methods: str, flags: list
     assert (runs["rounds"] == rounds).all() and (transport["wire_bytes"] * 8 >= transport["bits"]).all()
 
 
+ON_THE_DEPLOYMENT = pytest.mark.xdist_group("flower-deployment")
+"""The deployment tests share one module fixture, so they run on one pytest-xdist worker."""
+ON_RAY = pytest.mark.xdist_group("ray")
+"""A simulation runs on Ray: on the worker of test_backends.py's Ray tests, one after the other."""
+
 RL_FLAGS = ["--agents", "2", "--seeds", "1", "--hidden", "8", "--period", "10", "--max-episodes", "25"]
 """Rounds at episodes 10 and 20, the cap at 25: three messages per node."""
 
@@ -81,17 +86,20 @@ def deployed(deployment: str, flags: list[str], out: Path) -> None:
     assert main(["flower", "run", "--superlink", deployment, *flags, "--out", str(out), "--no-progress"]) == 0
 
 
+@ON_THE_DEPLOYMENT
 def test_two_fd_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
     flags = ["--method", "fd", "--devices", "2", "--rounds", "2", "--iterations", "3"]
     deployed(deployment, flags, tmp_path / "flower")
     assert_as_in_process(tmp_path, tmp_path / "flower", flags)
 
 
+@ON_THE_DEPLOYMENT
 def test_two_frl_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
     deployed(deployment, ["--method", "frl", *RL_FLAGS], tmp_path / "flower")
     assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl", RL_FLAGS, rounds=2)
 
 
+@ON_RAY
 def test_flower_sim_of_frl_pd_and_frd_gives_the_compare_tables(tmp_path):
     # every agent runs to the mission (an easy one) or the cap: in each run one agent retires early
     # and the rounds go on with the other alone
@@ -105,6 +113,7 @@ def test_flower_sim_of_frl_pd_and_frd_gives_the_compare_tables(tmp_path):
     assert (uploads.groupby("run_id").min() == 1).all()
 
 
+@ON_RAY
 def test_flower_sim_of_mix2fld_gives_the_in_process_tables(tmp_path):
     # 400 mixes ask more of each device's ~720 samples than they hold: the shortfall is the devices' count
     flags = ["--method", "mix2fld", "--devices", "2", "--rounds", "1", "--iterations", "3", "--n-mix", "400",
