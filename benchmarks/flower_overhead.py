@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from frd.cli import main
-from frd.flower.launch import LOOPBACK, free_port, start, stop, superlink_command, supernode_command, wait_listening
+from frd.flower.launch import start_deployment, stop
 from frd.rl.methods import RL_METHODS
 
 PERIOD = 25
@@ -42,14 +43,9 @@ def run(method: str, participants: int, rounds: int, extra: list[str]) -> dict:
     flags = ["--method", method, *scale, "--no-progress", *extra]
     with tempfile.TemporaryDirectory(prefix="frd-bench-") as tmp:
         tmp_path = Path(tmp)
-        port = free_port()
-        address = f"{LOOPBACK}:{port}"
-        processes = [start(superlink_command(LOOPBACK, port, simulation=False), tmp_path / "link", tmp_path / "link.log")]
+        processes: list[subprocess.Popen] = []
         try:
-            wait_listening(processes[0], port, tmp_path / "link.log")
-            for k in range(participants):
-                processes.append(start(supernode_command(address, k, participants, free_port()), tmp_path / f"node{k}",
-                                       tmp_path / f"node{k}.log"))
+            address = start_deployment(participants, tmp_path, processes)
             load = os.getloadavg()[0]
             flower_s = timed(["flower", "run", "--superlink", address, *flags, "--out", str(tmp_path / "flower")])
         finally:

@@ -23,9 +23,9 @@ from frd.cli import main
 from frd.errors import FrdError
 from frd.rl.config import RLConfig
 
-pytestmark = pytest.mark.xdist_group("ray")
-"""Every test that starts or joins Ray runs on one pytest-xdist worker, one after the other (here
-and ``frd flower sim`` in test_flower.py): a driver joining this module's cluster hung in
+pytestmark = pytest.mark.xdist_group("processes")
+"""Every test that starts servers or clusters (here, and Flower's in test_flower.py) runs on one
+pytest-xdist worker, one after the other: a driver joining this module's cluster hung in
 ``ray.init`` while another worker's Ray was starting."""
 
 ROOT = Path(__file__).resolve().parents[1]

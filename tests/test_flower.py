@@ -2,10 +2,10 @@
 subprocesses, ``frd flower run``) and ``frd flower sim`` give the tables of ``frd cls`` and
 ``frd rl`` / ``frd compare``.
 
-Budgets are the smallest that still cross every path: every message costs a deployed node a
-ClientApp process start, so the deployment runs two FD rounds and two FRL rounds (three messages
-each); the simulation (no process per message, but its own simulation SuperLink and Ray: a
-deployment's SuperLink cannot serve it) runs Mix2FLD, whose seed exchange adds a stage and whose
+Budgets are the smallest that still cross every path: every message costs a deployed node up to
+3 s of Flower's polling, so the deployment runs two FD rounds and two FRL rounds (three messages
+each, served by each node's warm ClientApp runner, ``frd.flower.warm``); the simulation (its own
+simulation SuperLink and Ray: a deployment's SuperLink cannot serve it) runs Mix2FLD, whose seed exchange adds a stage and whose
 seed shortfall is counted on the devices, and FRL, PD and FRD in one experiment under ``--until all``
 (an agent retires, and the server then asks only the other).
 
@@ -21,8 +21,13 @@ import pytest
 
 import frd.flower
 from frd.cli import main
-from frd.flower.launch import LOOPBACK, free_port, start, stop, superlink_command, supernode_command, wait_listening
+from frd.flower.launch import start, start_deployment, stop
 from tests.test_remote import RTOL
+
+pytestmark = pytest.mark.xdist_group("processes")
+"""On the pytest-xdist worker of every test that starts servers or clusters (test_backends.py's
+Ray), one after the other: the deployment tests share a module fixture, a simulation starts Ray,
+and two such tests at once slowed each other down well past running them in turn."""
 
 TABLES = ("runs", "rounds", "ledger")
 
@@ -53,10 +58,6 @@ def assert_rl_as_in_process(tmp_path: Path, out: Path, methods: str, flags: list
     assert (runs["rounds"] == rounds).all() and (transport["wire_bytes"] * 8 >= transport["bits"]).all()
 
 
-ON_THE_DEPLOYMENT = pytest.mark.xdist_group("flower-deployment")
-"""The deployment tests share one module fixture, so they run on one pytest-xdist worker."""
-ON_RAY = pytest.mark.xdist_group("ray")
-"""A simulation runs on Ray: on the worker of test_backends.py's Ray tests, one after the other."""
 
 RL_FLAGS = ["--agents", "2", "--seeds", "1", "--hidden", "8", "--period", "10", "--max-episodes", "25"]
 """Rounds at episodes 10 and 20, the cap at 25: three messages per node."""
@@ -64,19 +65,13 @@ RL_FLAGS = ["--agents", "2", "--seeds", "1", "--hidden", "8", "--period", "10", 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    """A SuperLink and two SuperNodes (participants 0 and 1 of 2) on free loopback ports; each
-    stopped by its PID afterwards. (Experiments go to it one at a time: a node serves one message
-    at a time and polls every 3 s, so two experiments at once took longer than one after the other.)"""
-    tmp = tmp_path_factory.mktemp("deployment")
-    port = free_port()
-    address = f"{LOOPBACK}:{port}"
-    link = start(superlink_command(LOOPBACK, port, simulation=False), tmp / "link", tmp / "link.log")
-    processes = [link]
+    """A SuperLink and two nodes (participants 0 and 1 of 2: a SuperNode and its warm runner each)
+    on free loopback ports; each process stopped by its PID afterwards. (Experiments go to it one
+    at a time: a node serves one message at a time and polls every 3 s; two experiments at once,
+    even on two deployments, took longer than one after the other.)"""
+    processes: list = []
     try:
-        wait_listening(link, port, tmp / "link.log")
-        for k in range(2):
-            processes.append(start(supernode_command(address, k, 2, free_port()), tmp / f"node{k}", tmp / f"node{k}.log"))
-        yield address
+        yield start_deployment(2, tmp_path_factory.mktemp("deployment"), processes)
     finally:
         stop(*processes)
         assert all(process.poll() is not None for process in processes)
@@ -86,20 +81,17 @@ def deployed(deployment: str, flags: list[str], out: Path) -> None:
     assert main(["flower", "run", "--superlink", deployment, *flags, "--out", str(out), "--no-progress"]) == 0
 
 
-@ON_THE_DEPLOYMENT
 def test_two_fd_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
     flags = ["--method", "fd", "--devices", "2", "--rounds", "2", "--iterations", "3"]
     deployed(deployment, flags, tmp_path / "flower")
     assert_as_in_process(tmp_path, tmp_path / "flower", flags)
 
 
-@ON_THE_DEPLOYMENT
 def test_two_frl_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
     deployed(deployment, ["--method", "frl", *RL_FLAGS], tmp_path / "flower")
     assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl", RL_FLAGS, rounds=2)
 
 
-@ON_RAY
 def test_flower_sim_of_frl_pd_and_frd_gives_the_compare_tables(tmp_path):
     # every agent runs to the mission (an easy one) or the cap: in each run one agent retires early
     # and the rounds go on with the other alone
@@ -113,7 +105,6 @@ def test_flower_sim_of_frl_pd_and_frd_gives_the_compare_tables(tmp_path):
     assert (uploads.groupby("run_id").min() == 1).all()
 
 
-@ON_RAY
 def test_flower_sim_of_mix2fld_gives_the_in_process_tables(tmp_path):
     # 400 mixes ask more of each device's ~720 samples than they hold: the shortfall is the devices' count
     flags = ["--method", "mix2fld", "--devices", "2", "--rounds", "1", "--iterations", "3", "--n-mix", "400",
@@ -151,3 +142,36 @@ def test_bad_flower_flags_are_one_line(argv, match, capsys):
     assert main(["flower", *argv]) == 2
     err = capsys.readouterr().err
     assert match in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("fab_id, app, status, reply", [
+    ("frd/frd-app", lambda message, context: f"reply to {message}", "completed", "reply to message"),
+    ("frd/frd-app", lambda message, context: 1 / 0, "failed", "error: <class 'ZeroDivisionError'>:<'division by zero'>"),
+    ("someone/else", lambda message, context: "never", "failed",
+     "error: <class 'ValueError'>:<'this node serves frd's app (frd/frd-app), not 'someone/else''>"),
+])
+def test_the_warm_runner_pushes_the_reply_or_the_error_then_the_status(monkeypatch, fab_id, app, status, reply):
+    """``run_task``'s bookkeeping around frd's ClientApp, with the Runtime API calls recorded."""
+    import frd.flower.warm as warm
+
+    pushed: list = []
+
+    class Quiet:
+        def __init__(self, *args):
+            pass
+
+        start = stop = close = lambda self: None
+
+    run = type("Run", (), {"fab_id": fab_id})()
+    monkeypatch.setattr(warm, "_runtime_client", lambda *args: Quiet())
+    monkeypatch.setattr(warm, "HeartbeatSender", Quiet)
+    monkeypatch.setattr(warm, "make_task_heartbeat_fn_http", lambda client: None)
+    monkeypatch.setattr(warm, "pull_task_input", lambda client: ("message", "context", run, "fab"))
+    monkeypatch.setattr(warm, "frd_client", app)
+    monkeypatch.setattr(warm, "Error", lambda code, reason: f"error: {reason}")
+    monkeypatch.setattr(warm, "Message", lambda content, reply_to: content)
+    monkeypatch.setattr(warm, "push_message", lambda client, message, context: pushed.append(("message", message)))
+    monkeypatch.setattr(warm, "push_task_output", lambda client, context, sub_status, details:
+                        pushed.append(("output", context, sub_status)))
+    warm.run_task("127.0.0.1:1", "token")
+    assert pushed == [("message", reply), ("output", "context", status)]

@@ -3,14 +3,17 @@ per participant: a classification device, or an RL agent.
 
 ``sim`` starts its own simulation SuperLink on a free loopback port, runs the app and stops it.
 A deployment is ``link`` on one machine, ``node`` once per participant (anywhere that reaches
-the link), and ``run`` to submit an experiment; the tables are written by the ServerApp, on the
-link's machine, into ``--out``. ``sim`` and ``run`` take ``frd cls``'s flags, or with an RL
-method (``--method frl``, or several: ``--method frd,pd``) ``frd rl``'s.
+the link: a SuperNode and frd's warm ClientApp runner, ``frd.flower.warm``), and ``run`` to
+submit an experiment; the tables are written by the ServerApp, on the link's machine, into
+``--out``. ``sim`` and ``run`` take ``frd cls``'s flags, or with an RL method (``--method frl``,
+or several: ``--method frd,pd``) ``frd rl``'s.
 """
 from __future__ import annotations
 
 import argparse
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -24,9 +27,9 @@ from frd.flower.launch import (
     flwr_run,
     free_port,
     start,
+    start_node,
     stop,
     superlink_command,
-    supernode_command,
     tail,
     wait_listening,
     write_app,
@@ -159,27 +162,34 @@ def run_deployed(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(command: list[str], port: int, what: str) -> int:
-    """Run a Flower server process until it exits or this command is stopped (then stop it by PID)."""
+def _serve(launch: Callable[[Path, Path, list[subprocess.Popen]], None], what: str) -> int:
+    """Start Flower's processes (``launch`` appends each to the list), then wait until one exits or
+    this command is stopped; either way stop them all by PID."""
     with tempfile.TemporaryDirectory(prefix="frd-flwr-") as tmp:
         home = Path(tmp)
         log = home / "flower.log"
-        process = start(command, home, log)
+        processes: list[subprocess.Popen] = []
         try:
-            wait_listening(process, port, log)
+            launch(home, log, processes)
             print(what, flush=True)
-            process.wait()
+            while all(process.poll() is None for process in processes):
+                time.sleep(0.5)
         finally:
-            stop(process)
-        raise FrdError(f"{Path(command[0]).name} exited ({process.returncode}): {tail(log)}")
+            stop(*processes)
+        exited = next(p for p in processes if p.returncode is not None)
+        raise FrdError(f"{Path(str(exited.args[0])).name} exited ({exited.returncode}): {tail(log)}")  # type: ignore[index]
 
 
 def run_link(args: argparse.Namespace) -> int:
     require_flwr()
     address = f"{args.host}:{args.port}"
-    return _serve(superlink_command(args.host, args.port, simulation=False), args.port,
-                  f"SuperLink on {address}; start the nodes with frd flower node --superlink {address} --participant K "
-                  f"--participants N, then frd flower run --superlink {address} ... (Ctrl-C stops it)")
+
+    def launch(home: Path, log: Path, processes: list[subprocess.Popen]) -> None:
+        processes.append(start(superlink_command(args.host, args.port, simulation=False), home, log))
+        wait_listening(processes[-1], args.port, log)
+
+    return _serve(launch, f"SuperLink on {address}; start the nodes with frd flower node --superlink {address} "
+                          f"--participant K --participants N, then frd flower run --superlink {address} ... (Ctrl-C stops it)")
 
 
 def run_node(args: argparse.Namespace) -> int:
@@ -187,6 +197,9 @@ def run_node(args: argparse.Namespace) -> int:
     superlink = _address(args.superlink)
     if not 0 <= args.participant < args.participants:
         raise FrdError(f"--participant must lie in 0..{args.participants - 1}, got {args.participant}")
-    port = args.port or free_port()
-    return _serve(supernode_command(superlink, args.participant, args.participants, port), port,
-                  f"participant {args.participant} of {args.participants} connected to {superlink} (Ctrl-C stops it)")
+
+    def launch(home: Path, log: Path, processes: list[subprocess.Popen]) -> None:
+        start_node(superlink, args.participant, args.participants, args.port or free_port(), home, log, processes)
+
+    return _serve(launch, f"participant {args.participant} of {args.participants} connected to {superlink} "
+                          "(Ctrl-C stops it)")

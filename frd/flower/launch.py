@@ -93,8 +93,16 @@ def superlink_command(host: str, port: int, simulation: bool) -> list[str]:
 
 
 def supernode_command(superlink: str, participant: int, participants: int, port: int) -> list[str]:
+    """A SuperNode that leaves its ClientApp tasks to a process of ours (``--isolation process``),
+    served on the loopback Runtime API at ``port``."""
     return [_tool("flower-supernode"), "--insecure", "--superlink", superlink, "--host", LOOPBACK, "--port", str(port),
-            "--node-config", f"partition-id={participant} num-partitions={participants}"]
+            "--isolation", "process", "--node-config", f"partition-id={participant} num-partitions={participants}"]
+
+
+def warm_command(port: int, supernode_pid: int) -> list[str]:
+    """frd's warm ClientApp runner (``frd.flower.warm``) for the SuperNode whose Runtime API is at ``port``."""
+    return [sys.executable, "-m", "frd.flower.warm", "--runtime-api-address", f"{LOOPBACK}:{port}",
+            "--supernode-pid", str(supernode_pid)]
 
 
 def start(command: Sequence[str], home: Path, log: Path) -> subprocess.Popen:
@@ -145,6 +153,26 @@ def wait_listening(process: subprocess.Popen, port: int, log: Path, host: str = 
                 return
         time.sleep(0.2)
     raise FrdError(f"nothing listens on {host}:{port} after {READY_S:.0f} s; see {log}")
+
+def start_node(superlink: str, participant: int, participants: int, port: int, home: Path, log: Path,
+               processes: list[subprocess.Popen]) -> None:
+    """One participant's node: a SuperNode and, once its Runtime API listens, the warm runner that
+    serves its ClientApp tasks; each appended to ``processes`` as it starts, for the caller to stop."""
+    processes.append(start(supernode_command(superlink, participant, participants, port), home, log))
+    wait_listening(processes[-1], port, log)
+    processes.append(start(warm_command(port, processes[-1].pid), home, log))
+
+
+def start_deployment(participants: int, folder: Path, processes: list[subprocess.Popen]) -> str:
+    """A SuperLink and one node per participant on free loopback ports, logs and homes in
+    ``folder``; each process appended to ``processes`` as it starts. Returns the SuperLink's address."""
+    port = free_port()
+    processes.append(start(superlink_command(LOOPBACK, port, simulation=False), folder / "link", folder / "link.log"))
+    wait_listening(processes[-1], port, folder / "link.log")
+    address = f"{LOOPBACK}:{port}"
+    for k in range(participants):
+        start_node(address, k, participants, free_port(), folder / f"node{k}", folder / f"node{k}.log", processes)
+    return address
 
 
 def flwr_run(app: Path, home: Path, log: Path, supernodes: int | None = None) -> None:
