@@ -20,7 +20,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=10
+	$(BIN)/python -m pytest --durations=10
 
 clean:
 	rm -rf $(VENV) results

@@ -2,7 +2,7 @@
 
     python -m benchmarks.flower_overhead [--method fd|frl|...] [--participants 2] [--rounds 4] [-- extra flags]
 
-Starts a SuperLink and one SuperNode per participant (device or agent) on free loopback ports
+Starts a SuperLink and one node (a SuperNode and its warm runner) per participant (device or agent) on free loopback ports
 (as ``frd flower link`` / ``frd flower node`` would), runs ``frd flower run`` and ``frd cls`` (or,
 for an RL method, ``frd rl``: one seed, rounds every 25 episodes, the cap just past the last
 round) with the same flags, checks the ledgers agree, and reports: seconds per round of each

@@ -23,11 +23,6 @@ from frd.cli import main
 from frd.errors import FrdError
 from frd.rl.config import RLConfig
 
-pytestmark = pytest.mark.xdist_group("processes")
-"""Every test that starts servers or clusters (here, and Flower's in test_flower.py) runs on one
-pytest-xdist worker, one after the other: a driver joining this module's cluster hung in
-``ray.init`` while another worker's Ray was starting."""
-
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ["compute_s"]  # a share of a batch's compute: differs with the batch; comm_s does not
 TINY = ["--agents", "2", "--hidden", "8", "--max-episodes", "6", "--period", "2", "--target", "1e9",

@@ -24,11 +24,6 @@ from frd.cli import main
 from frd.flower.launch import start, start_deployment, stop
 from tests.test_remote import RTOL
 
-pytestmark = pytest.mark.xdist_group("processes")
-"""On the pytest-xdist worker of every test that starts servers or clusters (test_backends.py's
-Ray), one after the other: the deployment tests share a module fixture, a simulation starts Ray,
-and two such tests at once slowed each other down well past running them in turn."""
-
 TABLES = ("runs", "rounds", "ledger")
 
 

@@ -159,19 +159,32 @@ def start_node(superlink: str, participant: int, participants: int, port: int, h
     """One participant's node: a SuperNode and, once its Runtime API listens, the warm runner that
     serves its ClientApp tasks; each appended to ``processes`` as it starts, for the caller to stop."""
     processes.append(start(supernode_command(superlink, participant, participants, port), home, log))
-    wait_listening(processes[-1], port, log)
-    processes.append(start(warm_command(port, processes[-1].pid), home, log))
+    _start_runner(processes[-1], port, home, log, processes)
+
+
+def _start_runner(supernode: subprocess.Popen, port: int, home: Path, log: Path,
+                  processes: list[subprocess.Popen]) -> None:
+    wait_listening(supernode, port, log)
+    processes.append(start(warm_command(port, supernode.pid), home, log))
 
 
 def start_deployment(participants: int, folder: Path, processes: list[subprocess.Popen]) -> str:
     """A SuperLink and one node per participant on free loopback ports, logs and homes in
-    ``folder``; each process appended to ``processes`` as it starts. Returns the SuperLink's address."""
+    ``folder``; each process appended to ``processes`` as it starts. Returns the SuperLink's
+    address. Everything starts at once (a SuperNode retries until the SuperLink listens): each
+    Flower process spends seconds importing."""
     port = free_port()
-    processes.append(start(superlink_command(LOOPBACK, port, simulation=False), folder / "link", folder / "link.log"))
-    wait_listening(processes[-1], port, folder / "link.log")
     address = f"{LOOPBACK}:{port}"
+    processes.append(start(superlink_command(LOOPBACK, port, simulation=False), folder / "link", folder / "link.log"))
+    link = processes[-1]
+    nodes = []
     for k in range(participants):
-        start_node(address, k, participants, free_port(), folder / f"node{k}", folder / f"node{k}.log", processes)
+        node_port, home, log = free_port(), folder / f"node{k}", folder / f"node{k}.log"
+        processes.append(start(supernode_command(address, k, participants, node_port), home, log))
+        nodes.append((processes[-1], node_port, home, log))
+    wait_listening(link, port, folder / "link.log")
+    for node in nodes:
+        _start_runner(*node, processes)
     return address
 
 
