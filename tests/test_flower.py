@@ -4,8 +4,8 @@ subprocesses, ``frd flower run``) and ``frd flower sim`` give the tables of ``fr
 
 Budgets are the smallest that still cross every path: every message costs a deployed node up to
 3 s of Flower's polling, so the deployment runs two FD rounds and two FRL rounds (three messages
-each, served by each node's warm ClientApp runner, ``frd.flower.warm``); the simulation (its own
-simulation SuperLink and Ray: a deployment's SuperLink cannot serve it) runs Mix2FLD, whose seed exchange adds a stage and whose
+each, served by the warm runners of ``frd.flower.warm``); the simulation (its own simulation
+SuperLink and Ray: a deployment's SuperLink cannot serve it) runs Mix2FLD, whose seed exchange adds a stage and whose
 seed shortfall is counted on the devices, and FRL, PD and FRD in one experiment under ``--until all``
 (an agent retires, and the server then asks only the other).
 
@@ -60,8 +60,8 @@ RL_FLAGS = ["--agents", "2", "--seeds", "1", "--hidden", "8", "--period", "10", 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    """A SuperLink and two nodes (participants 0 and 1 of 2: a SuperNode and its warm runner each)
-    on free loopback ports; each process stopped by its PID afterwards. (Experiments go to it one
+    """A SuperLink and two nodes (participants 0 and 1 of 2), each with its warm runner, on free
+    loopback ports; each process stopped by its PID afterwards. (Experiments go to it one
     at a time: a node serves one message at a time and polls every 3 s; two experiments at once,
     even on two deployments, took longer than one after the other.)"""
     processes: list = []
@@ -143,7 +143,7 @@ def test_bad_flower_flags_are_one_line(argv, match, capsys):
     ("frd/frd-app", lambda message, context: f"reply to {message}", "completed", "reply to message"),
     ("frd/frd-app", lambda message, context: 1 / 0, "failed", "error: <class 'ZeroDivisionError'>:<'division by zero'>"),
     ("someone/else", lambda message, context: "never", "failed",
-     "error: <class 'ValueError'>:<'this node serves frd's app (frd/frd-app), not 'someone/else''>"),
+     "error: <class 'ValueError'>:<'this runner serves frd's app (frd/frd-app), not 'someone/else''>"),
 ])
 def test_the_warm_runner_pushes_the_reply_or_the_error_then_the_status(monkeypatch, fab_id, app, status, reply):
     """``run_task``'s bookkeeping around frd's ClientApp, with the Runtime API calls recorded."""
@@ -170,3 +170,19 @@ def test_the_warm_runner_pushes_the_reply_or_the_error_then_the_status(monkeypat
                         pushed.append(("output", context, sub_status)))
     warm.run_task("127.0.0.1:1", "token")
     assert pushed == [("message", reply), ("output", "context", status)]
+
+
+def test_a_node_started_for_another_number_of_participants_says_so(monkeypatch):
+    from flwr.app import Context, Message, RecordDict
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from classification.methods import cls_config
+    from frd.flower.apps import step
+    from frd.flower.spec import RUN_CONFIG_KEY, spec
+
+    context = Context(run_id=1, node_id=7, node_config={"partition-id": 1, "num-partitions": 2}, state=RecordDict(),
+                      run_config={RUN_CONFIG_KEY: spec(cls_config("fd", devices=1), "out")})
+    for name in ("_task_id", "_run_id", "_node_id"):  # a message is made inside a task, which Flower identifies
+        monkeypatch.setattr(TaskIdentity, name, 1)
+    with pytest.raises(frd.errors.FrdError, match="this node was started for 2 participants, the run has 1"):
+        step(Message(RecordDict(), dst_node_id=7, message_type="train"), context)

@@ -22,6 +22,7 @@ from flwr.serverapp import Grid, ServerApp
 from frd.backends import Tables
 from frd.errors import FrdError
 from frd.flower.spec import RUN_CONFIG_KEY, read_spec
+from frd.flower.spec import participants as run_participants
 from frd.remote import Reply, Request
 from frd.rl.config import RLConfig
 
@@ -181,6 +182,8 @@ def _load(dataset: str, data_dir: str | None, download: bool, test_fraction: flo
 def step(message: Message, context: Context) -> Message:
     config, _ = read_spec(str(context.run_config[RUN_CONFIG_KEY]))
     participant, participants = _participant(context)
+    if participants != run_participants(config):
+        raise FrdError(f"this node was started for {participants} participants, the run has {run_participants(config)}")
     request = _request(message.content[RECORD])
     key = f"{RECORD}-{request.method or 'cls'}-seed{request.seed}"
     kept = context.state.config_records[key]["state"] if key in context.state else None

@@ -27,6 +27,7 @@ from frd.flower.launch import (
     flwr_run,
     free_port,
     start,
+    start_link,
     start_node,
     stop,
     superlink_command,
@@ -35,7 +36,7 @@ from frd.flower.launch import (
     write_app,
     write_home,
 )
-from frd.flower.spec import Config, spec
+from frd.flower.spec import Config, participants, spec
 from frd.results import ResultStore, run_id
 from frd.rl import cli as rl_cli
 from frd.rl.config import RLConfig
@@ -111,10 +112,6 @@ def _checked(args: argparse.Namespace) -> tuple[Config, Path]:
     return config, (Path(args.out) if args.out else cls_cli.default_out(config, "flower")).resolve()
 
 
-def _participants(config: Config) -> int:
-    return config.agents if isinstance(config, RLConfig) else config.devices
-
-
 def _report(config: Config, out: Path, log: Path) -> None:
     store = ResultStore(out, config, config.resume_key())
     if isinstance(config, RLConfig):
@@ -124,7 +121,7 @@ def _report(config: Config, out: Path, log: Path) -> None:
         expected = {run_id(config.method, s) for s in range(config.seeds)}
     missing = expected - store.finished()
     if missing:
-        raise FrdError(f"the Flower run ended without {', '.join(sorted(missing))}; see {log}")
+        raise FrdError(f"the Flower run ended without {', '.join(sorted(missing))}: {tail(log, 1)}")
     if isinstance(config, RLConfig):
         rl_cli.print_summary(rl_report(store, config), str(out))
     else:
@@ -140,7 +137,7 @@ def run_sim(args: argparse.Namespace) -> int:
         link = start(superlink_command(LOOPBACK, port, simulation=True), home, log)
         try:
             wait_listening(link, port, log)
-            flwr_run(write_app(home / "app", spec(config, str(out))), home, log, supernodes=_participants(config))
+            flwr_run(write_app(home / "app", spec(config, str(out))), home, log, supernodes=participants(config))
         finally:
             stop(link)
     _report(config, out, log)
@@ -185,8 +182,7 @@ def run_link(args: argparse.Namespace) -> int:
     address = f"{args.host}:{args.port}"
 
     def launch(home: Path, log: Path, processes: list[subprocess.Popen]) -> None:
-        processes.append(start(superlink_command(args.host, args.port, simulation=False), home, log))
-        wait_listening(processes[-1], args.port, log)
+        start_link(args.host, args.port, home, log, processes)
 
     return _serve(launch, f"SuperLink on {address}; start the nodes with frd flower node --superlink {address} "
                           f"--participant K --participants N, then frd flower run --superlink {address} ... (Ctrl-C stops it)")

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -88,8 +89,10 @@ def _tool(name: str) -> str:
 
 
 def superlink_command(host: str, port: int, simulation: bool) -> list[str]:
+    """A SuperLink on ``host:port``; a simulation's runs its own simulation processes, a
+    deployment's leaves its runs to a process of ours (``--isolation process``, see ``start_link``)."""
     return [_tool("flower-superlink"), "--insecure", "--host", host, "--port", str(port),
-            "--disable-runtime-dependency-installation", *(["--simulation"] if simulation else [])]
+            "--disable-runtime-dependency-installation", *(["--simulation"] if simulation else ["--isolation", "process"])]
 
 
 def supernode_command(superlink: str, participant: int, participants: int, port: int) -> list[str]:
@@ -99,10 +102,11 @@ def supernode_command(superlink: str, participant: int, participants: int, port:
             "--isolation", "process", "--node-config", f"partition-id={participant} num-partitions={participants}"]
 
 
-def warm_command(port: int, supernode_pid: int) -> list[str]:
-    """frd's warm ClientApp runner (``frd.flower.warm``) for the SuperNode whose Runtime API is at ``port``."""
-    return [sys.executable, "-m", "frd.flower.warm", "--runtime-api-address", f"{LOOPBACK}:{port}",
-            "--supernode-pid", str(supernode_pid)]
+def warm_command(app: str, port: int, parent_pid: int) -> list[str]:
+    """frd's warm runner (``frd.flower.warm``) of ``app`` (client or server) for the SuperNode or
+    SuperLink whose Runtime API is on loopback at ``port``."""
+    return [sys.executable, "-m", "frd.flower.warm", app, "--runtime-api-address", f"{LOOPBACK}:{port}",
+            "--parent-pid", str(parent_pid)]
 
 
 def start(command: Sequence[str], home: Path, log: Path) -> subprocess.Popen:
@@ -154,25 +158,57 @@ def wait_listening(process: subprocess.Popen, port: int, log: Path, host: str = 
         time.sleep(0.2)
     raise FrdError(f"nothing listens on {host}:{port} after {READY_S:.0f} s; see {log}")
 
+def ready_line(app: str, port: int) -> str:
+    """What a warm runner prints once it has imported frd and serves the Runtime API at ``port``."""
+    return f"frd warm {app} runner ready for {LOOPBACK}:{port}"
+
+
+@dataclass
+class _Runner:
+    app: str
+    port: int
+    log: Path
+    process: subprocess.Popen
+
+    def wait_ready(self) -> None:
+        """Until the runner says it is ready in its log; an exit or a timeout is an FrdError."""
+        deadline = time.monotonic() + READY_S
+        while ready_line(self.app, self.port) not in (self.log.read_text(errors="replace") if self.log.exists() else ""):
+            if self.process.poll() is not None:
+                raise FrdError(f"frd's warm {self.app} runner exited ({self.process.returncode}): {tail(self.log)}")
+            if time.monotonic() > deadline:
+                raise FrdError(f"frd's warm {self.app} runner not ready after {READY_S:.0f} s; see {self.log}")
+            time.sleep(0.1)
+
+
+def _start_runner(app: str, parent: subprocess.Popen, port: int, home: Path, log: Path,
+                  processes: list[subprocess.Popen]) -> _Runner:
+    """Once ``parent`` (a SuperLink or SuperNode) listens on ``port``, its warm runner."""
+    wait_listening(parent, port, log)
+    processes.append(start(warm_command(app, port, parent.pid), home, log))
+    return _Runner(app, port, log, processes[-1])
+
+
+def start_link(host: str, port: int, home: Path, log: Path, processes: list[subprocess.Popen]) -> None:
+    """A deployment's SuperLink and the warm runner that runs its ServerApps, until the runner is
+    ready; each process appended to ``processes`` as it starts, for the caller to stop."""
+    processes.append(start(superlink_command(host, port, simulation=False), home, log))
+    _start_runner("server", processes[-1], port, home, log, processes).wait_ready()
+
+
 def start_node(superlink: str, participant: int, participants: int, port: int, home: Path, log: Path,
                processes: list[subprocess.Popen]) -> None:
-    """One participant's node: a SuperNode and, once its Runtime API listens, the warm runner that
-    serves its ClientApp tasks; each appended to ``processes`` as it starts, for the caller to stop."""
+    """One participant's node: a SuperNode and the warm runner that serves its ClientApp tasks,
+    until the runner is ready; each appended to ``processes`` as it starts, for the caller to stop."""
     processes.append(start(supernode_command(superlink, participant, participants, port), home, log))
-    _start_runner(processes[-1], port, home, log, processes)
-
-
-def _start_runner(supernode: subprocess.Popen, port: int, home: Path, log: Path,
-                  processes: list[subprocess.Popen]) -> None:
-    wait_listening(supernode, port, log)
-    processes.append(start(warm_command(port, supernode.pid), home, log))
+    _start_runner("client", processes[-1], port, home, log, processes).wait_ready()
 
 
 def start_deployment(participants: int, folder: Path, processes: list[subprocess.Popen]) -> str:
     """A SuperLink and one node per participant on free loopback ports, logs and homes in
-    ``folder``; each process appended to ``processes`` as it starts. Returns the SuperLink's
-    address. Everything starts at once (a SuperNode retries until the SuperLink listens): each
-    Flower process spends seconds importing."""
+    ``folder``, ready to serve; each process appended to ``processes`` as it starts. Returns the
+    SuperLink's address. Everything starts at once (a SuperNode retries until the SuperLink
+    listens): each process spends seconds importing."""
     port = free_port()
     address = f"{LOOPBACK}:{port}"
     processes.append(start(superlink_command(LOOPBACK, port, simulation=False), folder / "link", folder / "link.log"))
@@ -182,9 +218,10 @@ def start_deployment(participants: int, folder: Path, processes: list[subprocess
         node_port, home, log = free_port(), folder / f"node{k}", folder / f"node{k}.log"
         processes.append(start(supernode_command(address, k, participants, node_port), home, log))
         nodes.append((processes[-1], node_port, home, log))
-    wait_listening(link, port, folder / "link.log")
-    for node in nodes:
-        _start_runner(*node, processes)
+    runners = [_start_runner("server", link, port, folder / "link", folder / "link.log", processes)]
+    runners += [_start_runner("client", *node, processes) for node in nodes]
+    for runner in runners:
+        runner.wait_ready()
     return address
 
 

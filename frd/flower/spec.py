@@ -19,6 +19,11 @@ RUN_CONFIG_KEY = "frd"
 Config = ClsConfig | RLConfig
 
 
+def participants(config: Config) -> int:
+    """How many nodes the experiment needs: one per agent or device."""
+    return config.agents if isinstance(config, RLConfig) else config.devices
+
+
 def spec(config: Config, out: str) -> str:
     domain = "rl" if isinstance(config, RLConfig) else "cls"
     return json.dumps({"domain": domain, "out": out, "config": asdict(config)})

@@ -1,16 +1,17 @@
-"""A warm ClientApp runner: one long-lived process serves every message a SuperNode receives.
+"""Warm app runners: one long-lived process serves every task a SuperNode or SuperLink gets.
 
-Flower 1.42's SuperNode, by default (``--isolation subprocess``), starts a SuperExec that starts a
-new ``flwr-clientapp`` process for every message; on the development machine each such start cost
-about 3 s to import Flower and 4 s to import frd and torch, more than the work of a small round.
-With ``--isolation process`` the SuperNode leaves running the ClientApp to a process of the
-user's. This is that process: it acquires each task from the SuperNode's Runtime API as Flower's
-SuperExec does, and runs it as ``flwr-clientapp`` does, with flwr's own pull and push functions,
-but without a process start, so frd is imported once per node rather than once per message.
+Flower 1.42, by default (``--isolation subprocess``), starts a new ``flwr-clientapp`` process
+for every message a SuperNode receives and a new ``flwr-serverapp`` process for every run; on the
+development machine each start cost about 3 s to import Flower and 4 s to import frd and torch,
+more than the work of a small round. With ``--isolation process`` a SuperNode or SuperLink leaves
+running the app to a process of the user's. These are those processes: each acquires its tasks
+from the Runtime API as Flower's SuperExec does and runs them as ``flwr-clientapp`` /
+``flwr-serverapp`` do, with flwr's own pull, push and log-upload functions, but without a process
+start, so frd is imported once per node or SuperLink rather than once per message or run.
 (Flower's Kubernetes executor keeps warm pods for the same reason.)
 
-The participant's state still travels in ``context.state``, pulled with each task and pushed back
-with its output, exactly as with a process per message; only frd's own app is served (the
+A participant's state still travels in ``context.state``, pulled with each task and pushed back
+with its output, exactly as with a process per message. Only frd's own app is served (the
 components of every frd run's app are the installed frd).
 """
 from __future__ import annotations
@@ -18,21 +19,34 @@ from __future__ import annotations
 import argparse
 import time
 from logging import ERROR
+from pathlib import Path
+from queue import Empty, Queue
+from typing import Callable
 
-from flwr.app import Message
+import httpx
+from flwr.app import Message, RecordDict
 from flwr.app.error import Error
+from flwr.cli.install import install_from_fab
+from flwr.common.config import get_fused_config_from_dir, get_project_dir
 from flwr.common.constant import ErrorCode, SubStatus
-from flwr.proto.runtime_pb2 import AcquireTaskRequest
+from flwr.common.serde import context_from_proto, context_to_proto, fab_from_proto, run_from_proto
+from flwr.proto.runtime_pb2 import AcquireTaskRequest, PullTaskInputRequest, PushTaskOutputRequest
+from flwr.server.run_serverapp import run as run_server_app
 from flwr.supercore import log
 from flwr.supercore.app_utils import start_parent_process_monitor
 from flwr.supercore.constant import TaskType
 from flwr.supercore.heartbeat import HeartbeatSender, make_task_heartbeat_fn_http
 from flwr.supercore.interceptors import RuntimeTokenHttpInterceptor, RuntimeVersionHttpInterceptor
+from flwr.supercore.logger import flush_logs, mirror_output_to_queue, start_log_uploader, stop_log_uploader
 from flwr.supercore.retry import make_simple_http_retry_invoker
 from flwr.supercore.runtime import RuntimeHttpClient
+from flwr.supercore.task_identity import TaskIdentity
+from flwr.superlink.grid import HttpGrid
 from flwr.supernode.runtime.run_clientapp import pull_task_input, push_message, push_task_output
 
 from frd.flower.apps import client as frd_client
+from frd.flower.apps import server as frd_server
+from frd.flower.launch import ready_line
 
 FRD_APP = "frd/frd-app"
 """The FAB id of every app frd writes (publisher/name in ``launch.APP_TOML``)."""
@@ -59,8 +73,7 @@ def run_task(address: str, token: str) -> None:
     status, details = SubStatus.FAILED, "ClientApp task failed"
     try:
         message, context, run, _ = pull_task_input(client)
-        if run.fab_id != FRD_APP:
-            raise ValueError(f"this node serves frd's app ({FRD_APP}), not {run.fab_id!r}")
+        _check_app(run.fab_id)
         reply = frd_client(message=message, context=context)
         status, details = SubStatus.COMPLETED, ""
     except Exception as ex:  # noqa: BLE001 -- as in Flower: the failure goes back to the ServerApp
@@ -78,26 +91,89 @@ def run_task(address: str, token: str) -> None:
             client.close()
 
 
-def serve(address: str) -> None:
-    """Ask the SuperNode at ``address`` (its Runtime API) for ClientApp tasks, forever."""
+def _check_app(fab_id: str) -> None:
+    if fab_id != FRD_APP:
+        raise ValueError(f"this runner serves frd's app ({FRD_APP}), not {fab_id!r}")
+
+
+def run_server_task(address: str, token: str, logs: Queue) -> None:
+    """One run, as ``flwr.superlink.runtime.run_serverapp`` runs it, in this process: pull the run
+    and its app, run frd's ServerApp on a grid of the SuperLink, uploading what it prints as the
+    run's logs (``flwr run --stream`` shows them), then push the status."""
+    grid = HttpGrid(runtime_api_address=address, insecure=True, root_certificates=None, token=token)
+    client = grid._runtime_client
+    heartbeat = HeartbeatSender(make_task_heartbeat_fn_http(client))
+    heartbeat.start()
+    context, uploader = None, None
+    status, details = SubStatus.FAILED, "ServerApp task failed"
+    try:
+        task = client.PullTaskInput(PullTaskInputRequest())
+        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = (task.task_id, task.run.run_id,
+                                                                           task.context.node_id)
+        context, run, fab = context_from_proto(task.context), run_from_proto(task.run), fab_from_proto(task.fab)
+        grid.set_run(run)
+        _drain(logs)  # what was printed between runs is no run's log
+        uploader = start_log_uploader(logs, node_id=0, run_id=run.run_id, client=client)
+        _check_app(run.fab_id)
+        install_from_fab(fab.content, skip_prompt=True)  # the app's run config (frd's spec) lives in its pyproject
+        app_dir = get_project_dir(run.fab_id, run.fab_version, fab.hash_str)
+        context.run_config = get_fused_config_from_dir(Path(app_dir), run.override_config)
+        run_server_app(grid=grid, context=context, server_app_dir=str(app_dir), loaded_server_app=frd_server)
+        status, details = SubStatus.COMPLETED, ""
+        context.state = RecordDict()  # as Flower does: the run's state is not sent back
+    except Exception as ex:  # noqa: BLE001 -- as in Flower: the failure is the run's status and log
+        log(ERROR, "ServerApp raised an exception", exc_info=ex)
+        details = f"ServerApp failed with exception: {ex}"
+    finally:
+        if uploader is not None:
+            flush_logs(logs)
+        try:
+            client.PushTaskOutput(PushTaskOutputRequest(context=context_to_proto(context) if context else None,
+                                                        sub_status=status, details=details))
+        except httpx.HTTPError as err:
+            log(ERROR, "Failed to push task output: %s", str(err))
+        if uploader is not None:
+            stop_log_uploader(logs, uploader)
+        heartbeat.stop()
+        grid.close()
+
+
+def _drain(queue: Queue) -> None:
+    while True:
+        try:
+            queue.get_nowait()
+        except Empty:
+            return
+
+
+def serve(address: str, task_type: str, run: Callable[[str, str], None]) -> None:
+    """Ask the Runtime API at ``address`` for tasks of ``task_type`` and ``run`` each, forever."""
     superexec = _runtime_client(address, "SuperExec")
     while True:
-        acquired = superexec.AcquireTask(AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP]))
+        acquired = superexec.AcquireTask(AcquireTaskRequest(supported_task_types=[task_type]))
         if acquired.HasField("task") and acquired.token:
-            run_task(address, acquired.token)
+            run(address, acquired.token)
         else:
             time.sleep(POLL_S)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m frd.flower.warm", description=__doc__.splitlines()[0])
-    parser.add_argument("--runtime-api-address", required=True, help="the SuperNode's Runtime API, HOST:PORT")
-    parser.add_argument("--supernode-pid", type=int, help="exit when this process (the SuperNode) does")
+    parser.add_argument("app", choices=("client", "server"), help="serve a SuperNode's ClientApp tasks or a SuperLink's runs")
+    parser.add_argument("--runtime-api-address", required=True, help="the SuperNode's or SuperLink's Runtime API, HOST:PORT")
+    parser.add_argument("--parent-pid", type=int, help="exit when this process (the SuperNode or SuperLink) does")
     args = parser.parse_args(argv)
-    if args.supernode_pid is not None:
-        start_parent_process_monitor(args.supernode_pid)  # raises SIGINT here when the SuperNode is gone
+    if args.parent_pid is not None:
+        start_parent_process_monitor(args.parent_pid)  # raises SIGINT here when the parent is gone
+    print(ready_line(args.app, int(args.runtime_api_address.rpartition(":")[2])), flush=True)  # launch waits for it
+    if args.app == "client":
+        task_type, run = TaskType.CLIENT_APP, run_task
+    else:
+        logs: Queue = Queue()
+        mirror_output_to_queue(logs)  # as flwr-serverapp: what the ServerApp prints becomes the run's log
+        task_type, run = TaskType.SERVER_APP, lambda address, token: run_server_task(address, token, logs)
     try:
-        serve(args.runtime_api_address)
+        serve(args.runtime_api_address, task_type, run)
     except KeyboardInterrupt:
         pass
 
