@@ -186,3 +186,34 @@ def test_a_node_started_for_another_number_of_participants_says_so(monkeypatch):
         monkeypatch.setattr(TaskIdentity, name, 1)
     with pytest.raises(frd.errors.FrdError, match="this node was started for 2 participants, the run has 1"):
         step(Message(RecordDict(), dst_node_id=7, message_type="train"), context)
+
+
+def test_a_task_that_fails_outside_the_app_does_not_end_the_runner(monkeypatch):
+    """``serve`` goes on to the next task when one raises (a push that failed, say)."""
+    import frd.flower.warm as warm
+
+    tasks = iter(["first", "second", "stop"])
+    ran: list = []
+
+    class Acquired:
+        def __init__(self):
+            self.token = next(tasks)
+
+        def HasField(self, name):
+            return True
+
+    class SuperExec:
+        def AcquireTask(self, request):
+            return Acquired()
+
+    def run(address, token):
+        if token == "stop":
+            raise KeyboardInterrupt
+        ran.append(token)
+        if token == "first":
+            raise ConnectionError("push failed")
+
+    monkeypatch.setattr(warm, "_runtime_client", lambda *args: SuperExec())
+    with pytest.raises(KeyboardInterrupt):
+        warm.serve("127.0.0.1:1", "flwr-clientapp", run)
+    assert ran == ["first", "second"]

@@ -152,7 +152,10 @@ def serve(address: str, task_type: str, run: Callable[[str, str], None]) -> None
     while True:
         acquired = superexec.AcquireTask(AcquireTaskRequest(supported_task_types=[task_type]))
         if acquired.HasField("task") and acquired.token:
-            run(address, acquired.token)
+            try:
+                run(address, acquired.token)
+            except Exception as ex:  # noqa: BLE001 -- e.g. a push that failed: that task's end, not the runner's
+                log(ERROR, "a task ended with an error", exc_info=ex)
         else:
             time.sleep(POLL_S)
 
