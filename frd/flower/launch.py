@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from frd.errors import FrdError
 from frd.flower.spec import RUN_CONFIG_KEY
@@ -146,17 +146,26 @@ def tail(log: Path, lines: int = 5) -> str:
     return " | ".join(text[-lines:])
 
 
+def _wait_until(ready: Callable[[], bool], process: subprocess.Popen, name: str, log: Path, timeout: str) -> None:
+    """Until ``ready()``; ``process`` (called ``name``) exiting first, or ``READY_S`` passing, is an FrdError."""
+    deadline = time.monotonic() + READY_S
+    while not ready():
+        if process.poll() is not None:
+            raise FrdError(f"{name} exited ({process.returncode}): {tail(log)}")
+        if time.monotonic() > deadline:
+            raise FrdError(f"{timeout} after {READY_S:.0f} s; see {log}")
+        time.sleep(0.1)
+
+
 def wait_listening(process: subprocess.Popen, port: int, log: Path, host: str = LOOPBACK) -> None:
     """Until ``process`` accepts connections on ``port``; an exit or a timeout is an FrdError."""
-    deadline = time.monotonic() + READY_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise FrdError(f"{Path(str(process.args[0])).name} exited ({process.returncode}): {tail(log)}")  # type: ignore[index]
+    def listening() -> bool:
         with socket.socket() as s:
-            if s.connect_ex((host, port)) == 0:
-                return
-        time.sleep(0.2)
-    raise FrdError(f"nothing listens on {host}:{port} after {READY_S:.0f} s; see {log}")
+            return s.connect_ex((host, port)) == 0
+
+    _wait_until(listening, process, Path(str(process.args[0])).name, log,  # type: ignore[index]
+                f"nothing listens on {host}:{port}")
+
 
 def ready_line(app: str, port: int) -> str:
     """What a warm runner prints once it has imported frd and serves the Runtime API at ``port``."""
@@ -172,13 +181,11 @@ class _Runner:
 
     def wait_ready(self) -> None:
         """Until the runner says it is ready in its log; an exit or a timeout is an FrdError."""
-        deadline = time.monotonic() + READY_S
-        while ready_line(self.app, self.port) not in (self.log.read_text(errors="replace") if self.log.exists() else ""):
-            if self.process.poll() is not None:
-                raise FrdError(f"frd's warm {self.app} runner exited ({self.process.returncode}): {tail(self.log)}")
-            if time.monotonic() > deadline:
-                raise FrdError(f"frd's warm {self.app} runner not ready after {READY_S:.0f} s; see {self.log}")
-            time.sleep(0.1)
+        def said() -> bool:
+            return self.log.exists() and ready_line(self.app, self.port) in self.log.read_text(errors="replace")
+
+        _wait_until(said, self.process, f"frd's warm {self.app} runner", self.log,
+                    f"frd's warm {self.app} runner not ready")
 
 
 def _start_runner(app: str, parent: subprocess.Popen, port: int, home: Path, log: Path,
