@@ -258,10 +258,13 @@ class A2CPopulation:
         takes, the last one cut short) when given. Returns the number of minibatches.
         """
         rows_t = torch.as_tensor(list(rows), dtype=torch.long)
-        mask = torch.zeros(self.lanes, dtype=torch.bool)
-        mask[rows_t] = True
+        actor = self.actor.take(rows_t)  # a step then costs the same whatever the batch's size
+        opt = self.distill_opt.take(rows_t, actor)
+        opt.lr, every = lr, torch.ones(len(rows_t), dtype=torch.bool)
+        # The forward gathers every lane of ``actor``: MKL's products depend on their operands'
+        # alignment, and gathered copies are aligned as the batch's rows always were here.
+        gather = torch.arange(len(rows_t))
         x_all, p_all = torch.as_tensor(states, dtype=torch.float32), torch.as_tensor(target_probs, dtype=torch.float32)
-        self.distill_opt.lr = lr
         done, limit = 0, distill_limit(len(x_all), epochs=epochs, batch=batch, steps=steps)
         for _ in range(distill_passes(len(x_all), epochs=epochs, batch=batch, steps=steps)):
             order = torch.from_numpy(rng.permutation(len(x_all)))
@@ -270,11 +273,13 @@ class A2CPopulation:
                     break
                 idx = order[start:start + batch]
                 x = x_all[idx].expand(len(rows_t), -1, -1)
-                logp = torch.log_softmax(self.actor(x, rows_t), -1)
+                logp = torch.log_softmax(actor(x, gather), -1)
                 loss = -(p_all[idx] * logp).sum(-1).mean(-1)
                 loss.sum().backward()
-                self.distill_opt.step(mask)
+                opt.step(every)
                 done += 1
+        self.actor.put(rows_t, actor)
+        self.distill_opt.put(rows_t, opt)
         self._invalidate()
         return done
 

@@ -8,6 +8,7 @@ layer's gradient), and the optimizer and the clip work on two big tensors, not m
 """
 from __future__ import annotations
 
+import copy
 import warnings
 from typing import Mapping, Sequence
 
@@ -100,6 +101,18 @@ class StackedMLP:
         self.data = self.data[rows].clone()
         self._bind()
 
+    def take(self, rows: torch.Tensor) -> StackedMLP:
+        """A stack of copies of ``rows``' lanes, for work on a few lanes of a large stack: its
+        backward fills a gradient of ``len(rows)`` lanes, not a zeroed gradient of every lane."""
+        part = copy.copy(self)
+        part.data = self.data[rows]
+        part._bind()
+        return part
+
+    def put(self, rows: torch.Tensor, part: StackedMLP) -> None:
+        """Write the lanes of ``part`` (from ``take(rows)``) back."""
+        self.data[rows] = part.data
+
 
 class LaneAdam:
     """Adam over a stacked network, kept per lane: every lane has its own step count (so its own
@@ -140,6 +153,17 @@ class LaneAdam:
         """Follow ``StackedMLP.keep``: the kept lanes carry their Adam state along."""
         self.exp_avg, self.exp_avg_sq, self.steps = self.exp_avg[rows], self.exp_avg_sq[rows], self.steps[rows]
         self._rows = None
+
+    def take(self, rows: torch.Tensor, part: StackedMLP) -> LaneAdam:
+        """The Adam state of ``rows`` over ``part`` (``net.take(rows)``), to step those lanes alone."""
+        sub = copy.copy(self)
+        sub.net, sub._rows = part, None
+        sub.keep(rows)
+        return sub
+
+    def put(self, rows: torch.Tensor, sub: LaneAdam) -> None:
+        """Write the state of ``sub`` (from ``take(rows, …)``) back; row views stay valid."""
+        self.exp_avg[rows], self.exp_avg_sq[rows], self.steps[rows] = sub.exp_avg, sub.exp_avg_sq, sub.steps
 
 
 def clip_per_lane(nets: Sequence[StackedMLP], max_norm: float) -> None:

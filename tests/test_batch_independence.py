@@ -8,6 +8,7 @@ lane; these tests hold it to that bit for bit, including across ``keep()`` compa
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from agents.a2c import A2CPopulation, recipe
 from frd.rl.config import RLConfig, rl_config
@@ -122,3 +123,25 @@ def test_a_heterogeneous_run_is_bit_identical_alone_and_in_a_batch_with_compacti
         alone = _run(config, [(method, int(seed))])[rid]
         assert len(alone) == 100
         pd.testing.assert_frame_equal(alone, batched[rid], check_exact=True)
+
+
+def test_distilling_two_lanes_of_64_equals_distilling_them_alone_and_leaves_the_rest():
+    """Distillation works on copies of its rows: the same result as in a stack of those rows
+    alone, bit for bit (Adam state too), and every other lane untouched."""
+    cfg = recipe("nstep", hidden=24)
+    seeds = list(range(100, 164))
+    seeds[5], seeds[40] = 7, 8
+    alone, many = A2CPopulation([8, 7], 4, 2, cfg), A2CPopulation(seeds, 4, 2, cfg)
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(300, 4)).astype(np.float32)
+    target = rng.dirichlet([1, 1], size=300).astype(np.float32)
+    before = many.actor.data.clone()
+    for _ in range(3):
+        n = alone.distill([0, 1], states, target, np.random.default_rng(1), epochs=1, batch=64, lr=1e-3)
+        assert many.distill([40, 5], states, target, np.random.default_rng(1), epochs=1, batch=64, lr=1e-3) == n == 5
+    assert torch.equal(alone.actor.data, many.actor.data[[40, 5]])
+    for buf in ("exp_avg", "exp_avg_sq", "steps"):
+        assert torch.equal(getattr(alone.distill_opt, buf), getattr(many.distill_opt, buf)[[40, 5]])
+    rest = [i for i in range(64) if i not in (5, 40)]
+    assert torch.equal(many.actor.data[rest], before[rest]) and not many.distill_opt.steps[rest].any()
+    assert not torch.equal(many.actor.data[[40, 5]], before[[40, 5]])
