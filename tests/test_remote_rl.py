@@ -1,22 +1,22 @@
 """RL agents as remote participants, without Flower: each agent answers through a loopback link,
-replayed from what the server sent it for every message as a Flower node is. Every table is
-identical to the same run in process, bit for bit (only compute_s, wall-clock time, differs).
+either kept alive between messages (as a warm runner keeps it) or replayed from what the server
+sent it for every message (as a fresh process must). Every table is identical to the same run in
+process, bit for bit (only compute_s, wall-clock time, differs).
 
 Budgets are tiny (hidden 8, a low mission score, short periods) and the seeds are chosen so each
 case crosses its path: a completion that ends the run while another agent played on, agents that
 retire while others go on with rounds, a channel that loses transfers, learners with different
 rollout lengths (rounds then wait for the lcm of them)."""
-import time
-
 import numpy as np
 import pytest
 from plugin_methods import PartialFRL
 
+import frd.rl.remote
 from frd.errors import FrdError
 from frd.remote import TRANSPORT_COLUMNS
 from frd.rl.config import rl_config
 from frd.rl.methods import RL_METHODS
-from frd.rl.remote import RoundInput, agent_reply, check_remote, run_remote
+from frd.rl.remote import AgentReplay, LiveAgents, LocalAgents, RoundInput, check_remote, run_remote
 from frd.rl.runner import iter_simulate
 from frd.wire import decode
 
@@ -34,31 +34,35 @@ CASES = {
 }
 
 
-class Loopback:
-    """A link whose agents run here, each keeping only the bytes it returned; counts the
-    episodes the agents played (the server may drop some)."""
+class Loopback(LocalAgents):
+    """Agents answering here; counts requests and the episodes the agents played (the server may drop some)."""
 
     def __init__(self, config):
-        self.config, self.kept, self.messages, self.played = config, {}, 0, 0
+        super().__init__(config)
+        self.messages, self.requests, self.played = 0, 0, 0
 
     def send(self, requests):
         self.messages += 1
-        out = {}
-        for agent, request in requests.items():
-            started = time.perf_counter()
-            reply, self.kept[agent] = agent_reply(self.config, agent, request, self.kept.get(agent, []))
-            self.played += len(decode(reply.report)["clock"])
-            out[agent] = (reply, time.perf_counter() - started)
+        self.requests += len(requests)
+        out = super().send(requests)
+        self.played += sum(len(decode(reply.report)["clock"]) for reply, _ in out.values())
         return out
 
 
+@pytest.mark.parametrize("kept_alive", [True, False], ids=["kept alive", "replayed"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_remote_agents_give_the_in_process_tables_bit_for_bit(case):
+def test_remote_agents_give_the_in_process_tables_bit_for_bit(case, kept_alive, monkeypatch):
     method, values, seed = CASES[case]
     config = rl_config(method, **values)
     (local,) = iter_simulate(config, [(method, seed)])
     link = Loopback(config)
+    monkeypatch.setattr(frd.rl.remote, "LIVE", LiveAgents(size=64 if kept_alive else 0))
+    replays = []  # each AgentReplay built is one replay from the seed
+    build = AgentReplay.__init__
+    monkeypatch.setattr(AgentReplay, "__init__", lambda self, *args: (replays.append(args[3]), build(self, *args))[1])
     remote = run_remote(config, method, seed, link)
+    assert len(replays) == (len(set(replays)) if kept_alive else link.requests)  # kept alive: one replay per agent
+    assert link.requests > len(set(replays)) or method == "independent"  # (which has no rounds)
     for table in ("episodes", "ledger", "rounds"):
         assert remote[table].equals(local[table]), table
     assert remote["runs"].drop(columns="compute_s").equals(local["runs"].drop(columns="compute_s"))
@@ -92,3 +96,13 @@ def test_methods_whose_agents_cannot_run_apart_are_refused(monkeypatch, method, 
     monkeypatch.setitem(RL_METHODS, "frl-partial", PartialFRL)
     with pytest.raises(FrdError, match=match):
         check_remote(rl_config(method))
+
+
+def test_a_kept_agent_serves_only_the_history_it_was_left_at_and_the_oldest_go_first():
+    live, a, b, c = LiveAgents(size=2), object(), object(), object()
+    live.keep(("run", 0), [b"round 1", b"download"], a)
+    assert live.pop(("run", 0), [b"round 1", b"other download"]) is None
+    assert live.pop(("run", 0), [b"round 1", b"download"]) is None  # dropped by the mismatch
+    for key, agent in (("a", a), ("b", b), ("c", c)):
+        live.keep((key,), [], agent)
+    assert live.pop(("a",), []) is None and live.pop(("c",), []) is c and live.pop(("b",), []) is b

@@ -12,17 +12,21 @@ that clock, takes its download and finishes the round as its lane would in proce
 ``until first`` the run ends at the first completion, and what other agents played past it is
 dropped, as in process.
 
-A node keeps no agent between messages (Flower 1.42 starts a process per message): it keeps
-what the server sent and replays its agent from the seed. Replays are exact (a lane's arithmetic
-depends on that lane alone) and cost O(rounds²) steps of one agent; ``work_s`` counts only the
-steps past the replay.
+What a node keeps between messages is what the server sent (in Flower's ``context.state``), from
+which it can replay its agent from the seed: exactly, since a lane's arithmetic depends on that
+lane alone, but at a cost of O(rounds²) steps of one agent over a run. So a process that lives
+across messages (a warm runner, a simulation actor) also keeps the agent itself, paused at its
+barrier, and the next message of the same run goes on from there (``LiveAgents``); a process
+that does not have it (a fresh one, or one that served other runs since) replays. ``work_s``
+counts only the steps past the replay.
 """
 from __future__ import annotations
 
 import json
 import math
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -36,7 +40,7 @@ from frd.payload import Payload
 from frd.remote import Link, Reply, Request, Transport, array_report
 from frd.results import run_id
 from frd.rl.config import RLConfig
-from frd.rl.methods import Strategy, get_method
+from frd.rl.methods import RoundContext, Strategy, get_method
 from frd.rl.runner import ROUND_COLUMNS, RLBatch, RunState, round_rng, run_tables
 from frd.seeding import Stream, derive_seed
 from frd.wire import decode, encode
@@ -98,7 +102,16 @@ class AgentReplay(RLBatch):
         self.agent, self.given = agent, list(given)
         self.clocks: list[int] = []  # the clock at each of the run's episodes
         self.upload: Payload | None = None
+        self.uploaded: RoundContext | None = None  # the round the upload came from, while it waits
         self.caught_up = time.perf_counter()  # when the replay reached the last given round
+
+    def go_on(self, given: tuple[RoundInput, Payload | None]) -> None:
+        """Take the server's answer to the upload it waits at, and play on to the next event."""
+        self.given.append(given)
+        self.upload, self.caught_up = None, time.perf_counter()
+        self._exchange_rounds()  # the round may be due at the very safe point it paused at
+        for _ in self.proceed():
+            pass
 
     def _end_episode(self, lane: int) -> None:
         before = len(self.runs[0].episodes)
@@ -109,7 +122,8 @@ class AgentReplay(RLBatch):
         run = self.runs[i]
         rng = round_rng(run.seed, run.rounds)
         if run.rounds == len(self.given):  # the round the server waits for
-            run.strategy.begin_round(self.round_context(i, rows, rng))
+            self.uploaded = self.round_context(i, rows, rng)
+            run.strategy.begin_round(self.uploaded)
             self.upload = run.strategy.upload(self.agent)
             self.paused = True
             return False
@@ -119,7 +133,10 @@ class AgentReplay(RLBatch):
         assert self.clock == given.clock, "an agent went past the clock of its round"
         if given.rng_state is not None:
             rng.bit_generator.state = given.rng_state
-        run.strategy.begin_round(self.round_context(i, rows, rng, given.scores))
+        ctx = self.round_context(i, rows, rng, given.scores)
+        if self.uploaded is not None:  # went on from its upload: the memory was taken then
+            ctx, self.uploaded = replace(ctx, memories=self.uploaded.memories), None
+        run.strategy.begin_round(ctx)
         if download is not None:
             run.strategy.download(self.agent, download)
         run.strategy.finish_round()
@@ -150,11 +167,57 @@ def agent_reply(config: RLConfig, agent: int, request: Request, history: Sequenc
     kept = [*history, request.control, request.payload or b""] if request.control is not None else list(history)
     given = [(RoundInput.decode(c), decode(d) if d else None) for c, d in zip(kept[::2], kept[1::2])]
     assert len(given) == request.round, "the server's rounds and the agent's history disagree"
-    replay = AgentReplay(config, request.method, request.seed, agent, given)
-    for _ in replay.run():
-        pass
+    key = (repr(config), request.method, request.seed, agent)
+    replay = LIVE.pop(key, kept[:-2])
+    if replay is not None and given:
+        replay.go_on(given[-1])
+    else:
+        replay = AgentReplay(config, request.method, request.seed, agent, given)
+        for _ in replay.run():
+            pass
+    if replay.upload is not None:
+        LIVE.keep(key, kept, replay)
     upload = encode(replay.upload) if replay.upload is not None else None
     return Reply(upload, replay.report(), time.perf_counter() - replay.caught_up), kept
+
+
+class LocalAgents:
+    """A ``Link`` whose agents answer in this process, each keeping only the bytes it returned, as
+    a Flower node does (for tests, and to measure the nodes' work without a network)."""
+
+    def __init__(self, config: RLConfig) -> None:
+        self.config, self.kept = config, dict[int, list[bytes]]()
+
+    def send(self, requests: Mapping[int, Request]) -> dict[int, tuple[Reply, float]]:
+        out = {}
+        for agent, request in requests.items():
+            started = time.perf_counter()
+            reply, self.kept[agent] = agent_reply(self.config, agent, request, self.kept.get(agent, []))
+            out[agent] = (reply, time.perf_counter() - started)
+        return out
+
+
+class LiveAgents:
+    """Agents paused at their barrier in this process, each with the history it was left at
+    (the server's messages so far), so that the next message of its run needs no replay."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._agents: OrderedDict[tuple, tuple[list[bytes], AgentReplay]] = OrderedDict()
+
+    def keep(self, key: tuple, history: list[bytes], agent: AgentReplay) -> None:
+        self._agents[key] = (history, agent)
+        while len(self._agents) > self.size:  # the oldest runs go: a replay brings one back
+            self._agents.popitem(last=False)
+
+    def pop(self, key: tuple, history: list[bytes]) -> AgentReplay | None:
+        """The agent of ``key`` if it was left at exactly ``history``, else None (and it is dropped)."""
+        kept, agent = self._agents.pop(key, (None, None))
+        return agent if kept == history else None
+
+
+LIVE = LiveAgents(size=64)
+"""This process's paused agents [ours: 64 agents of a few MB each at most]."""
 
 
 class _ServerSide:

@@ -101,9 +101,14 @@ class RLBatch:
         self.paused = False                # set by a subclass to leave ``run`` at the next safe point
 
     def run(self, on_status: Callable[[str], None] = lambda text: None) -> Iterator[dict[str, pd.DataFrame]]:
-        """Step until every run has finished, yielding each run's tables as it finishes;
-        ``on_status`` hears how far the live runs are."""
+        """Step from the start until every run has finished, yielding each run's tables as it
+        finishes; ``on_status`` hears how far the live runs are."""
         self.reset()
+        yield from self.proceed(on_status)
+
+    def proceed(self, on_status: Callable[[str], None] = lambda text: None) -> Iterator[dict[str, pd.DataFrame]]:
+        """``run`` from where the batch stands (a subclass paused it, see ``paused``)."""
+        self.paused = False
         tick = last_status = time.perf_counter()
         while self.live_runs and not self.paused:
             self.step()
