@@ -142,12 +142,14 @@ class A2CPopulation:
         self._next_uniform += 1
         return self._uniforms[self._next_uniform - 1]
 
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Sample an action per lane; also return the action probabilities used to act."""
+    def act(self, obs: np.ndarray, active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Sample an action per lane; also return the action probabilities used to act. Lanes
+        not ``active`` (default: all are) take no step: action 0, probabilities 0, no forward."""
         obs = np.ascontiguousarray(obs, dtype=np.float32)
+        active = np.ones(len(obs), bool) if active is None else np.ascontiguousarray(active, dtype=bool)
         actions, probs = np.empty(len(obs), np.int64), np.empty((len(obs), self._dims[2]), np.float32)
         kernel.act(self._arrays[0], obs, self._draw_uniforms(), self.rollout.t, *self._dims,
-                   *self._cache.values(), actions, probs)
+                   *self._cache.values(), actions, probs, active)
         return actions, probs
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated, valid) -> None:

@@ -50,9 +50,10 @@ class GroupedPopulation:
             return [(self.groups[0], self.members[0], list(arrays))]
         return [(g, rows, [a[rows] for a in arrays]) for g, rows in zip(self.groups, self.members)]
 
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def act(self, obs: np.ndarray, active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Each group's lanes act with their own networks (``A2CPopulation.act``)."""
-        parts = [(rows, g.act(o)) for g, rows, (o,) in self._split(obs)]
+        active = np.ones(len(obs), bool) if active is None else active
+        parts = [(rows, g.act(o, a)) for g, rows, (o, a) in self._split(obs, active)]
         if len(parts) == 1:
             return parts[0][1]
         actions, probs = np.empty(len(obs), np.int64), np.empty((len(obs), self.n_actions), np.float32)

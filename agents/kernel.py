@@ -174,14 +174,22 @@ def forward(params, x, d, h, o, relu):
 
 @njit(**JIT)
 def act(params, obs, uniforms, t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-        actions, probs):
-    """Per lane: actor forward on ``obs``, softmax, one inverse-CDF draw from ``uniforms``.
+        actions, probs, active):
+    """Per ``active`` lane: actor forward on ``obs``, softmax, one inverse-CDF draw from ``uniforms``.
 
     The activations are kept in slot ``t`` of the caches so that the update, which uses the
-    same weights, need not recompute them (it checks ``cache_ok`` and the stored state).
+    same weights, need not recompute them (it checks ``cache_ok`` and the stored state). A lane
+    that does not step (waiting at a barrier, or done) gets action 0 and zero probabilities, and
+    its slot is marked stale: its step is not a valid one, so nothing it would have drawn is used.
     """
     L = obs.shape[0]
     for lane in range(L):
+        if not active[lane]:
+            cache_ok[lane, t] = False
+            actions[lane] = 0
+            for k in range(o):
+                probs[lane, k] = 0.0
+            continue
         x = obs[lane]
         logits = cache_logits[lane, t]
         _forward(params[lane], d, h, o, x, cache_h1[lane, t], cache_h2[lane, t], logits, relu)
@@ -360,7 +368,8 @@ def warm_up() -> float:
     pa, pc = np.zeros((L, P), f), np.zeros((L, Pc), f)
     caches = (np.zeros((L, n, h), f), np.zeros((L, n, h), f), np.zeros((L, n, o), f), np.zeros((L, n, d), f),
               np.zeros((L, n), np.bool_))
-    act(pa, np.zeros((L, d), f), np.zeros(L), 0, d, h, o, False, *caches, np.zeros(L, np.int64), np.zeros((L, o), f))
+    act(pa, np.zeros((L, d), f), np.zeros(L), 0, d, h, o, False, *caches, np.zeros(L, np.int64), np.zeros((L, o), f),
+        np.ones(L, np.bool_))
     learn(1, d, h, o, False, pa, pc, np.zeros_like(pa), np.zeros_like(pa), np.zeros_like(pc), np.zeros_like(pc),
           np.zeros(L, f), np.zeros(L, f), np.zeros((L, n, d), f), np.zeros((L, n, d), f), np.zeros((L, n), np.int64),
           np.zeros((L, n), f), np.zeros((L, n), np.bool_), np.zeros((L, n), np.bool_), np.ones((L, n), f),

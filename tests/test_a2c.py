@@ -305,3 +305,27 @@ def test_update_reuses_acting_activations_bit_for_bit():
     b.learn()
     assert np.array_equal(a.actor.data.numpy(), b.actor.data.numpy())
     assert np.array_equal(a.critic.data.numpy(), b.critic.data.numpy())
+
+
+def test_a_lane_that_stops_mid_rollout_learns_the_same_without_acting_while_stopped():
+    """A lane that reaches a barrier at step 3 of 8 (its episode ends there) takes no forward for
+    the remaining steps: action 0, zero probabilities, its cache slots marked stale. Its update
+    equals, bit for bit, that of a lane that acted (and had its draws discarded) all along."""
+    cfg = recipe("nstep", hidden=16)
+    skipping, acting = A2CPopulation([3, 4], 4, 2, cfg), A2CPopulation([3, 4], 4, 2, cfg)
+    rng = np.random.default_rng(0)
+    for t in range(cfg.n_steps):
+        obs = rng.normal(size=(2, 4)).astype(np.float32)
+        active = np.array([t <= 3, True])
+        ended = np.array([t == 3, False])
+        actions, probs = skipping.act(obs, active)
+        acted, _ = acting.act(obs)
+        if t > 3:
+            assert actions[0] == 0 and not probs[0].any() and not skipping._cache["ok"][0, t]
+            acted[0] = 0  # a stopped lane's action only moves the env's discarded next state
+        for pop, a in ((skipping, actions), (acting, acted)):
+            pop.observe(obs, a, active.astype(np.float32), obs + 1, ended, np.zeros(2, bool),
+                        active.astype(np.float32))
+    assert skipping.actor_opt.steps[0] == 1
+    for net in ("actor", "critic"):
+        assert torch.equal(getattr(skipping, net).data, getattr(acting, net).data)

@@ -135,11 +135,11 @@ class RLBatch:
         r = self.rows
         compacted = len(r) < len(self.obs)  # else every lane has its own row, in lane order
         rows_obs = self.obs[r] if compacted else self.obs
-        actions, probs = self.pop.act(rows_obs)
+        stepping = self.active.copy()
+        actions, probs = self.pop.act(rows_obs, stepping[r] if compacted else stepping)
         if compacted:
             full_actions = np.zeros(len(self.obs), np.int64)
             full_actions[r] = actions
-        stepping = self.active.copy()
         if self.memory is not None:
             lanes = np.flatnonzero((stepping & self.records)[r])
             self.memory.add(r[lanes], rows_obs[lanes], probs[lanes])
