@@ -40,7 +40,7 @@ from frd.payload import Payload
 from frd.remote import Link, Reply, Request, Transport, array_report
 from frd.results import run_id
 from frd.rl.config import RLConfig
-from frd.rl.methods import RoundContext, Strategy, get_method
+from frd.rl.methods import Strategy, get_method
 from frd.rl.runner import ROUND_COLUMNS, RLBatch, RunState, round_rng, run_tables
 from frd.seeding import Stream, derive_seed
 from frd.wire import decode, encode
@@ -102,7 +102,7 @@ class AgentReplay(RLBatch):
         self.agent, self.given = agent, list(given)
         self.clocks: list[int] = []  # the clock at each of the run's episodes
         self.upload: Payload | None = None
-        self.uploaded: RoundContext | None = None  # the round the upload came from, while it waits
+        self.uploaded_memories: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None  # taken for the waiting upload
         self.caught_up = time.perf_counter()  # when the replay reached the last given round
 
     def go_on(self, given: tuple[RoundInput, Payload | None]) -> None:
@@ -122,8 +122,9 @@ class AgentReplay(RLBatch):
         run = self.runs[i]
         rng = round_rng(run.seed, run.rounds)
         if run.rounds == len(self.given):  # the round the server waits for
-            self.uploaded = self.round_context(i, rows, rng)
-            run.strategy.begin_round(self.uploaded)
+            ctx = self.round_context(i, rows, rng)
+            self.uploaded_memories = ctx.memories
+            run.strategy.begin_round(ctx)
             self.upload = run.strategy.upload(self.agent)
             self.paused = True
             return False
@@ -134,8 +135,8 @@ class AgentReplay(RLBatch):
         if given.rng_state is not None:
             rng.bit_generator.state = given.rng_state
         ctx = self.round_context(i, rows, rng, given.scores)
-        if self.uploaded is not None:  # went on from its upload: the memory was taken then
-            ctx, self.uploaded = replace(ctx, memories=self.uploaded.memories), None
+        if self.uploaded_memories is not None:  # went on from its upload: the memory was taken then
+            ctx, self.uploaded_memories = replace(ctx, memories=self.uploaded_memories), None
         run.strategy.begin_round(ctx)
         if download is not None:
             run.strategy.download(self.agent, download)
