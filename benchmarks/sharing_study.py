@@ -2,6 +2,7 @@
 
     python -m benchmarks.sharing_study [--seeds 20] [--envs cartpole acrobot] [--agents 2 8]
                                        [--populations homogeneous widths rlcode] [--max-episodes 1000]
+                                       [--chunk 5]
 
 Every cell (environment × agent count × population) runs every variant on the same seeds, each
 run until **every** agent completes its mission (``--until all``) or hits the episode cap:
@@ -18,7 +19,9 @@ run until **every** agent completes its mission (``--until all``) or hits the ep
 Reported per cell and variant: the IQM of the episodes to the first agent's mission and to the
 last agent's, each with a 95 % stratified-bootstrap CI, and the probability that the variant needs
 fewer episodes than independent agents on the same cell (both measures, with CIs). Raw runs go
-to ``--work`` (resumable: rerun the same command); ``sharing_*`` CSVs and a PNG to ``--out``.
+to ``--work`` (resumable: rerun the same command), ``--chunk`` seeds per batch so that an 8-agent
+cell, hours of CPU, saves finished runs as it goes rather than only at the end of one batch (a
+run's results do not depend on its batch-mates); ``sharing_*`` CSVs and a PNG to ``--out``.
 ``--report-only`` runs nothing and tabulates the cells already finished (the whole design is
 hours of CPU, so it is usually run a slice at a time).
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +85,8 @@ def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -
                 return None
         else:
             print(f"--- {out}: {', '.join(methods)}", flush=True)
-            run_experiment(config, out, progress=args.progress)
+            for seeds in range(min(args.chunk, args.seeds), args.seeds + args.chunk, args.chunk):
+                run_experiment(replace(config, seeds=min(seeds, args.seeds)), out, progress=args.progress)
         runs = ResultStore(out, config, config.resume_key()).read("runs")
         runs = runs[runs["method"].isin(methods) & (runs["seed"] < args.seeds)]
         if len(runs) < len(methods) * args.seeds:
@@ -168,12 +173,16 @@ def main() -> None:
     parser.add_argument("--agents", nargs="+", type=int, default=list(AGENTS))
     parser.add_argument("--populations", nargs="+", choices=list(POPULATIONS), default=list(POPULATIONS))
     parser.add_argument("--max-episodes", type=int, default=1000, help="episode cap per agent")
+    parser.add_argument("--chunk", type=int, default=5,
+                        help="seeds per batch: runs are saved as each batch of this many seeds finishes")
     parser.add_argument("--work", type=Path, default=Path("results/sharing_study"), help="raw runs (resumable)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="CSV summaries and the PNG")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: tabulate the cells already finished in --work, leave out the rest")
     args = parser.parse_args()
+    if args.chunk < 1:
+        parser.error(f"--chunk must be at least 1, got {args.chunk}")
     args.out.mkdir(parents=True, exist_ok=True)
     cells = [run_cell(env, agents, population, args)
              for env, agents, population in itertools.product(args.envs, args.agents, args.populations)]

@@ -15,8 +15,18 @@ def study(monkeypatch, tmp_path, *flags: str) -> None:
     sharing_study.main()
 
 
-def test_a_cell_runs_every_variant_and_report_only_leaves_unfinished_cells_out(monkeypatch, tmp_path):
-    study(monkeypatch, tmp_path, "--populations", "homogeneous")
+def test_a_cell_runs_every_variant_a_chunk_of_seeds_at_a_time_and_report_only_leaves_unfinished_cells_out(
+        monkeypatch, tmp_path):
+    batches = []
+    run_experiment = sharing_study.run_experiment
+
+    def spy(config, out, **kwargs):
+        batches.append((out.name, config.seeds))
+        return run_experiment(config, out, **kwargs)
+
+    monkeypatch.setattr(sharing_study, "run_experiment", spy)
+    study(monkeypatch, tmp_path, "--populations", "homogeneous", "--chunk", "1")
+    assert batches == [(folder, seeds) for folder in ("default", "steps", "better", "steps+better") for seeds in (1, 2)]
     table = pd.read_csv(tmp_path / "out" / "sharing_summary.csv")
     assert table["variant"].tolist() == sharing_study.ORDER
     assert (table["runs"] == 2).all() and table["first agent IQM"].between(1, 3).all()
@@ -30,3 +40,10 @@ def test_a_cell_runs_every_variant_and_report_only_leaves_unfinished_cells_out(m
 def test_report_only_without_a_finished_cell_says_so(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match="no finished cell to report"):
         study(monkeypatch, tmp_path, "--populations", "widths", "--report-only")
+
+
+def test_a_chunk_below_one_is_refused_before_anything_runs(monkeypatch, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        study(monkeypatch, tmp_path, "--chunk", "0")
+    assert "--chunk must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "work").exists()
