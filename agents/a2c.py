@@ -113,10 +113,10 @@ class A2CPopulation:
         # by the update while the weights it was computed with are unchanged; in the kernels'
         # argument order.
         L, n = len(lane_seeds), config.n_steps
-        self._cache = dict(h1=np.zeros((L, n, h), np.float32), h2=np.zeros((L, n, h), np.float32),
-                           logits=np.zeros((L, n, n_actions), np.float32),
-                           obs=np.zeros((L, n, obs_dim), np.float32), ok=np.zeros((L, n), bool))
-        self._dims = (obs_dim, h, n_actions, config.activation == "relu")
+        self.cache = dict(h1=np.zeros((L, n, h), np.float32), h2=np.zeros((L, n, h), np.float32),
+                          logits=np.zeros((L, n, n_actions), np.float32),
+                          obs=np.zeros((L, n, obs_dim), np.float32), ok=np.zeros((L, n), bool))
+        self.dims = (obs_dim, h, n_actions, config.activation == "relu")
         self._bind_arrays()
         self._rngs = [np.random.default_rng(int(s) ^ Stream.RL_ACTIONS) for s in lane_seeds]
         self._uniforms = np.empty((0, len(lane_seeds)))
@@ -126,30 +126,31 @@ class A2CPopulation:
         """numpy views of the buffers the kernels update in place, in ``kernel.learn``'s order
         (``Tensor.numpy()`` costs ~4 µs a call); redone when ``keep`` replaces the buffers."""
         ao, co = self.actor_opt, self.critic_opt
-        self._arrays = tuple(buffer.numpy() for buffer in (self.actor.data, self.critic.data, ao.exp_avg,
-                                                           ao.exp_avg_sq, co.exp_avg, co.exp_avg_sq, ao.steps, co.steps))
+        self.arrays = tuple(buffer.numpy() for buffer in (self.actor.data, self.critic.data, ao.exp_avg,
+                                                          ao.exp_avg_sq, co.exp_avg, co.exp_avg_sq, ao.steps, co.steps))
 
     @property
     def lanes(self) -> int:
         return self.actor.weights[0].shape[0]
 
-    def _draw_uniforms(self) -> np.ndarray:
-        """One uniform per lane from that lane's own generator, drawn in blocks for speed
-        (stored step-major so that each step's draws are one contiguous row)."""
-        if self._next_uniform >= self._uniforms.shape[0]:
-            self._uniforms = np.ascontiguousarray(np.stack([rng.random(1024) for rng in self._rngs]).T)
+    def draw_uniforms(self, steps: int) -> np.ndarray:
+        """``steps`` rows of one uniform per lane, each lane's from its own generator in order,
+        drawn in blocks for speed (step-major, so that each step's draws are one contiguous row)."""
+        if self._next_uniform + steps > self._uniforms.shape[0]:
+            fresh = np.stack([rng.random(max(1024, steps)) for rng in self._rngs]).T
+            self._uniforms = np.ascontiguousarray(np.concatenate([self._uniforms[self._next_uniform:], fresh]))
             self._next_uniform = 0
-        self._next_uniform += 1
-        return self._uniforms[self._next_uniform - 1]
+        self._next_uniform += steps
+        return self._uniforms[self._next_uniform - steps:self._next_uniform]
 
     def act(self, obs: np.ndarray, active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Sample an action per lane; also return the action probabilities used to act. Lanes
         not ``active`` (default: all are) take no step: action 0, probabilities 0, no forward."""
         obs = np.ascontiguousarray(obs, dtype=np.float32)
         active = np.ones(len(obs), bool) if active is None else np.ascontiguousarray(active, dtype=bool)
-        actions, probs = np.empty(len(obs), np.int64), np.empty((len(obs), self._dims[2]), np.float32)
-        kernel.act(self._arrays[0], obs, self._draw_uniforms(), self.rollout.t, *self._dims,
-                   *self._cache.values(), actions, probs, active)
+        actions, probs = np.empty(len(obs), np.int64), np.empty((len(obs), self.dims[2]), np.float32)
+        kernel.act(self.arrays[0], obs, self.draw_uniforms(1)[0], self.rollout.t, *self.dims,
+                   *self.cache.values(), actions, probs, active)
         return actions, probs
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated, valid) -> None:
@@ -179,10 +180,10 @@ class A2CPopulation:
         return grads
 
     def _kernel_learn(self, grads_a: np.ndarray, grads_c: np.ndarray) -> None:
-        r, cfg, c = self.rollout, self.config, self._cache
-        d, h, A, relu = self._dims
+        r, cfg, c = self.rollout, self.config, self.cache
+        d, h, A, relu = self.dims
         ao, co = self.actor_opt, self.critic_opt
-        kernel.learn(r.t, d, h, A, relu, *self._arrays,
+        kernel.learn(r.t, d, h, A, relu, *self.arrays,
                      r.obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done, r.valid, *c.values(),
                      cfg.gamma, cfg.value_coef, cfg.entropy_coef,
                      -1.0 if cfg.max_grad_norm is None else cfg.max_grad_norm,
@@ -203,7 +204,7 @@ class A2CPopulation:
 
     def _invalidate(self) -> None:
         """Weights changed outside an update: acting's cached activations are stale."""
-        self._cache["ok"][:] = False
+        self.cache["ok"][:] = False
 
     def loss(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-lane A2C loss over the stored steps, and which lanes took any step.
@@ -319,8 +320,8 @@ class A2CPopulation:
         rows_t = torch.as_tensor(list(rows), dtype=torch.long)
         for part in (self.actor, self.critic, self.actor_opt, self.critic_opt, self.distill_opt, self.rollout):
             part.keep(rows_t)
-        self._cache = {k: v[list(rows)] for k, v in self._cache.items()}
-        self._cache["ok"][:] = False
+        self.cache = {k: v[list(rows)] for k, v in self.cache.items()}
+        self.cache["ok"][:] = False
         self._bind_arrays()
         self._rngs = [self._rngs[i] for i in rows]
         self._uniforms = np.ascontiguousarray(self._uniforms[:, list(rows)])

@@ -175,43 +175,50 @@ def forward(params, x, d, h, o, relu):
 @njit(**JIT)
 def act(params, obs, uniforms, t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
         actions, probs, active):
-    """Per ``active`` lane: actor forward on ``obs``, softmax, one inverse-CDF draw from ``uniforms``.
+    """``act_lane`` for every lane, ``uniforms[lane]`` its draw."""
+    for lane in range(obs.shape[0]):
+        act_lane(lane, params, obs, uniforms[lane], t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs,
+                 cache_ok, actions, probs, active[lane])
+
+
+@njit(**JIT)
+def act_lane(lane, params, obs, uniform, t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
+             actions, probs, active):
+    """If ``active``: the lane's actor forward on ``obs[lane]``, softmax, one inverse-CDF draw of ``uniform``.
 
     The activations are kept in slot ``t`` of the caches so that the update, which uses the
     same weights, need not recompute them (it checks ``cache_ok`` and the stored state). A lane
     that does not step (waiting at a barrier, or done) gets action 0 and zero probabilities, and
     its slot is marked stale: its step is not a valid one, so nothing it would have drawn is used.
     """
-    L = obs.shape[0]
-    for lane in range(L):
-        if not active[lane]:
-            cache_ok[lane, t] = False
-            actions[lane] = 0
-            for k in range(o):
-                probs[lane, k] = 0.0
-            continue
-        x = obs[lane]
-        logits = cache_logits[lane, t]
-        _forward(params[lane], d, h, o, x, cache_h1[lane, t], cache_h2[lane, t], logits, relu)
-        for i in range(d):
-            cache_obs[lane, t, i] = x[i]
-        cache_ok[lane, t] = True
-        m = logits[0]
-        for k in range(1, o):
-            m = max(m, logits[k])
-        s = np.float32(0.0)
+    if not active:
+        cache_ok[lane, t] = False
+        actions[lane] = 0
         for k in range(o):
-            e = np.float32(math.exp(logits[k] - m))
-            probs[lane, k] = e
-            s += e
-        cumulative = np.float32(0.0)
-        chosen = 0
-        for k in range(o):
-            probs[lane, k] /= s
-            cumulative += probs[lane, k]
-            if cumulative < uniforms[lane]:
-                chosen += 1
-        actions[lane] = min(chosen, o - 1)
+            probs[lane, k] = 0.0
+        return
+    x = obs[lane]
+    logits = cache_logits[lane, t]
+    _forward(params[lane], d, h, o, x, cache_h1[lane, t], cache_h2[lane, t], logits, relu)
+    for i in range(d):
+        cache_obs[lane, t, i] = x[i]
+    cache_ok[lane, t] = True
+    m = logits[0]
+    for k in range(1, o):
+        m = max(m, logits[k])
+    s = np.float32(0.0)
+    for k in range(o):
+        e = np.float32(math.exp(logits[k] - m))
+        probs[lane, k] = e
+        s += e
+    cumulative = np.float32(0.0)
+    chosen = 0
+    for k in range(o):
+        probs[lane, k] /= s
+        cumulative += probs[lane, k]
+        if cumulative < uniform:
+            chosen += 1
+    actions[lane] = min(chosen, o - 1)
 
 
 @njit(**JIT)
@@ -232,127 +239,138 @@ def _adam(p, g, m, v, step, lr, beta1, beta2, eps):
 
 
 @njit(**JIT)
+def learn_scratch(T, h, A, Pa, Pc):
+    """Working space of ``learn_lane``, allocated once and rewritten for every lane."""
+    f = np.float32
+    return (np.empty(Pa, f), np.empty(Pc, f), np.empty((T, h), f), np.empty((T, h), f), np.empty(T, f),
+            np.empty(T, f), np.empty(T, f), np.empty(A, f), np.zeros((T, A), f), np.zeros((T, 1), f),
+            np.empty(1, f), np.empty((T, h), f), np.empty((T, h), f), np.empty(h, f), np.empty(h, f))
+
+
+@njit(**JIT)
 def learn(T, d, h, A, relu,
           pa, pc, ma, va, mc, vc, steps_a, steps_c,
           obs, next_obs, actions, rewards, terminated, done, valid,
           cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
           gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, grads_a, grads_c):
-    """One n-step A2C update of every lane from its first ``T`` stored steps (SPEC §1).
-
-    Returns bootstrap from V(next state) at the rollout's end and at a truncation, not past a
-    termination; each lane's loss is the mean over its valid steps of −log π(a|s)·A +
-    value_coef·(R − V)² (+ entropy_coef·Σπ log π); its gradient over both networks is clipped
-    to ``max_norm`` (≤ 0: off); each network takes a step of its own Adam with the lane's own
-    step count. A lane without valid steps is left untouched.
+    """One n-step A2C update of every lane from its first ``T`` stored steps (``learn_lane``).
 
     ``grads_a``/``grads_c``: [L, P] arrays to receive the clipped gradients *instead* of the
     Adam step (for tests), or empty [0, 0] arrays for a normal update.
     """
-    L = obs.shape[0]
+    scratch = learn_scratch(T, h, A, pa.shape[1], pc.shape[1])
+    for lane in range(obs.shape[0]):
+        learn_lane(lane, T, d, h, A, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
+                   obs, next_obs, actions, rewards, terminated, done, valid,
+                   cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
+                   gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, grads_a, grads_c, scratch)
+
+
+@njit(**JIT)
+def learn_lane(lane, T, d, h, A, relu,
+               pa, pc, ma, va, mc, vc, steps_a, steps_c,
+               obs, next_obs, actions, rewards, terminated, done, valid,
+               cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
+               gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, grads_a, grads_c, scratch):
+    """One n-step A2C update of ``lane`` from its first ``T`` stored steps (SPEC §1).
+
+    Returns bootstrap from V(next state) at the rollout's end and at a truncation, not past a
+    termination; the loss is the mean over the lane's valid steps of −log π(a|s)·A +
+    value_coef·(R − V)² (+ entropy_coef·Σπ log π); its gradient over both networks is clipped
+    to ``max_norm`` (≤ 0: off); each network takes a step of its own Adam with the lane's own
+    step count. A lane without valid steps is left untouched. Acting's cached slots of the lane
+    are marked stale afterwards (the weights changed).
+    """
     Pa, Pc = pa.shape[1], pc.shape[1]
-    ga = np.empty(Pa, np.float32)
-    gc = np.empty(Pc, np.float32)
-    c_h1 = np.empty((T, h), np.float32)
-    c_h2 = np.empty((T, h), np.float32)
-    values = np.empty(T, np.float32)
-    next_values = np.empty(T, np.float32)
-    returns = np.empty(T, np.float32)
-    logp = np.empty(A, np.float32)
-    dlogits = np.zeros((T, A), np.float32)
-    dvalue = np.zeros((T, 1), np.float32)
-    v1 = np.empty(1, np.float32)
-    dh1 = np.empty((T, h), np.float32)
-    dh2 = np.empty((T, h), np.float32)
-    s1 = np.empty(h, np.float32)
-    s2 = np.empty(h, np.float32)
-    for lane in range(L):
-        count = np.float32(0.0)
-        for t in range(T):
-            count += valid[lane, t]
-        if count == 0:
+    ga, gc, c_h1, c_h2, values, next_values, returns, logp, dlogits, dvalue, v1, dh1, dh2, s1, s2 = scratch
+    count = np.float32(0.0)
+    for t in range(T):
+        count += valid[lane, t]
+    if count == 0:
+        for t in range(cache_ok.shape[1]):
+            cache_ok[lane, t] = False
+        return
+    p_a, p_c = pa[lane], pc[lane]
+    # actor activations: from acting when they were taken with these weights on this state
+    for t in range(T):
+        same = cache_ok[lane, t]
+        for i in range(d):
+            same = same and cache_obs[lane, t, i] == obs[lane, t, i]
+        if not same:
+            _forward(p_a, d, h, A, obs[lane, t], cache_h1[lane, t], cache_h2[lane, t], cache_logits[lane, t], relu)
+    # critic on the rollout's states, on the state after it, and on truncations' next states
+    for t in range(T):
+        _forward(p_c, d, h, 1, obs[lane, t], c_h1[t], c_h2[t], v1, relu)
+        values[t] = v1[0]
+    _forward(p_c, d, h, 1, next_obs[lane, T - 1], s1, s2, v1, relu)
+    next_values[T - 1] = v1[0]
+    for t in range(T - 1):
+        if done[lane, t] and not terminated[lane, t]:
+            _forward(p_c, d, h, 1, next_obs[lane, t], s1, s2, v1, relu)
+            next_values[t] = v1[0]
+    # n-step returns, carried in float64 as numpy does in the reference
+    ret = np.float64(next_values[T - 1])
+    for t in range(T - 1, -1, -1):
+        use_next = t == T - 1 or (done[lane, t] and not terminated[lane, t])
+        boot = np.float64(next_values[t]) if use_next else ret
+        ret = np.float64(rewards[lane, t]) + (0.0 if terminated[lane, t] else gamma) * boot
+        returns[t] = np.float32(ret)
+    # gradients into one scratch row per network
+    for k in range(Pa):
+        ga[k] = 0.0
+    for k in range(Pc):
+        gc[k] = 0.0
+    for t in range(T):
+        w = valid[lane, t] / count
+        if w == 0:
+            for k in range(A):
+                dlogits[t, k] = 0.0
+            dvalue[t, 0] = 0.0
             continue
-        p_a, p_c = pa[lane], pc[lane]
-        # actor activations: from acting when they were taken with these weights on this state
-        for t in range(T):
-            same = cache_ok[lane, t]
-            for i in range(d):
-                same = same and cache_obs[lane, t, i] == obs[lane, t, i]
-            if not same:
-                _forward(p_a, d, h, A, obs[lane, t], cache_h1[lane, t], cache_h2[lane, t], cache_logits[lane, t], relu)
-        # critic on the rollout's states, on the state after it, and on truncations' next states
-        for t in range(T):
-            _forward(p_c, d, h, 1, obs[lane, t], c_h1[t], c_h2[t], v1, relu)
-            values[t] = v1[0]
-        _forward(p_c, d, h, 1, next_obs[lane, T - 1], s1, s2, v1, relu)
-        next_values[T - 1] = v1[0]
-        for t in range(T - 1):
-            if done[lane, t] and not terminated[lane, t]:
-                _forward(p_c, d, h, 1, next_obs[lane, t], s1, s2, v1, relu)
-                next_values[t] = v1[0]
-        # n-step returns, carried in float64 as numpy does in the reference
-        ret = np.float64(next_values[T - 1])
-        for t in range(T - 1, -1, -1):
-            use_next = t == T - 1 or (done[lane, t] and not terminated[lane, t])
-            boot = np.float64(next_values[t]) if use_next else ret
-            ret = np.float64(rewards[lane, t]) + (0.0 if terminated[lane, t] else gamma) * boot
-            returns[t] = np.float32(ret)
-        # gradients into one scratch row per network
+        logits = cache_logits[lane, t]
+        m = logits[0]
+        for k in range(1, A):
+            m = max(m, logits[k])
+        s = np.float32(0.0)
+        for k in range(A):
+            s += np.float32(math.exp(logits[k] - m))
+        lse = m + np.float32(math.log(s))
+        ent = np.float32(0.0)
+        for k in range(A):
+            logp[k] = logits[k] - lse
+            ent += np.float32(math.exp(logp[k])) * logp[k]
+        advantage = returns[t] - values[t]
+        for k in range(A):
+            pk = np.float32(math.exp(logp[k]))
+            dlogits[t, k] = w * advantage * pk
+            if entropy_coef != 0:
+                dlogits[t, k] += w * np.float32(entropy_coef) * pk * (logp[k] - ent)
+        dlogits[t, actions[lane, t]] -= w * advantage
+        dvalue[t, 0] = w * np.float32(value_coef) * np.float32(2.0) * (values[t] - returns[t])
+    _backward(p_a, ga, d, h, A, obs[lane], cache_h1[lane], cache_h2[lane], dlogits, dh1, dh2, T, relu)
+    _backward(p_c, gc, d, h, 1, obs[lane], c_h1, c_h2, dvalue, dh1, dh2, T, relu)
+    if max_norm > 0:
+        sq = 0.0
         for k in range(Pa):
-            ga[k] = 0.0
+            sq += np.float64(ga[k]) * ga[k]
         for k in range(Pc):
-            gc[k] = 0.0
-        for t in range(T):
-            w = valid[lane, t] / count
-            if w == 0:
-                for k in range(A):
-                    dlogits[t, k] = 0.0
-                dvalue[t, 0] = 0.0
-                continue
-            logits = cache_logits[lane, t]
-            m = logits[0]
-            for k in range(1, A):
-                m = max(m, logits[k])
-            s = np.float32(0.0)
-            for k in range(A):
-                s += np.float32(math.exp(logits[k] - m))
-            lse = m + np.float32(math.log(s))
-            ent = np.float32(0.0)
-            for k in range(A):
-                logp[k] = logits[k] - lse
-                ent += np.float32(math.exp(logp[k])) * logp[k]
-            advantage = returns[t] - values[t]
-            for k in range(A):
-                pk = np.float32(math.exp(logp[k]))
-                dlogits[t, k] = w * advantage * pk
-                if entropy_coef != 0:
-                    dlogits[t, k] += w * np.float32(entropy_coef) * pk * (logp[k] - ent)
-            dlogits[t, actions[lane, t]] -= w * advantage
-            dvalue[t, 0] = w * np.float32(value_coef) * np.float32(2.0) * (values[t] - returns[t])
-        _backward(p_a, ga, d, h, A, obs[lane], cache_h1[lane], cache_h2[lane], dlogits, dh1, dh2, T, relu)
-        _backward(p_c, gc, d, h, 1, obs[lane], c_h1, c_h2, dvalue, dh1, dh2, T, relu)
-        if max_norm > 0:
-            sq = 0.0
+            sq += np.float64(gc[k]) * gc[k]
+        scale = np.float32(min(max_norm / (math.sqrt(sq) + 1e-6), 1.0))
+        if scale < 1:
             for k in range(Pa):
-                sq += np.float64(ga[k]) * ga[k]
+                ga[k] *= scale
             for k in range(Pc):
-                sq += np.float64(gc[k]) * gc[k]
-            scale = np.float32(min(max_norm / (math.sqrt(sq) + 1e-6), 1.0))
-            if scale < 1:
-                for k in range(Pa):
-                    ga[k] *= scale
-                for k in range(Pc):
-                    gc[k] *= scale
-        if grads_a.shape[0]:
-            grads_a[lane] = ga
-            grads_c[lane] = gc
-            continue
+                gc[k] *= scale
+    if grads_a.shape[0]:
+        grads_a[lane] = ga
+        grads_c[lane] = gc
+    else:
         steps_a[lane] += 1
         steps_c[lane] += 1
         _adam(p_a, ga, ma[lane], va[lane], np.float64(steps_a[lane]), lr_a, beta1, beta2, eps)
         _adam(p_c, gc, mc[lane], vc[lane], np.float64(steps_c[lane]), lr_c, beta1, beta2, eps)
-    for lane in range(L):
-        for t in range(cache_ok.shape[1]):
-            cache_ok[lane, t] = False
+    for t in range(cache_ok.shape[1]):
+        cache_ok[lane, t] = False
 
 
 def warm_up() -> float:

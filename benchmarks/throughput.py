@@ -8,7 +8,9 @@ acting, env step, A2C updates, episode bookkeeping) with every lane stepping thr
 is what "throughput at N lanes" means here; the end-to-end effect of lanes idling at barriers
 or after their run finished is what ``benchmarks.mission_time`` measures. Reported per second
 of this process's CPU time (fair while other jobs load the machine) and per wall second.
-``--breakdown`` also prints where a runner step's wall time goes (acting, env, A2C update, rest).
+``--breakdown`` also prints how much of the wall time is the fused period kernel (acting, env
+steps and updates of a whole update period, ``frd.rl.fused``) and how much the Python around it.
+``--lockstep`` also measures the runner with the fused period turned off (one env step per call).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import pandas as pd
 from agents import kernel
 from benchmarks.common import Clock, sb3_steps, set_threads
 from envs.lanes import CartPoleLanes
+from frd.rl import fused
 from frd.rl.config import RLConfig
 from frd.rl.runner import RLBatch
 
@@ -30,10 +33,17 @@ class PhaseTimes:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.wrapped: list[tuple[object, str, object]] = []
+
+    def unwrap(self) -> None:
+        for obj, method, original in reversed(self.wrapped):
+            setattr(obj, method, original)
+        self.wrapped = []
 
     def wrap(self, obj: object, method: str, phase: str) -> None:
         original = getattr(obj, method)
         self.seconds[phase] = 0.0
+        self.wrapped.append((obj, method, original))
 
         def timed(*args, **kwargs):
             start = time.perf_counter()
@@ -45,19 +55,22 @@ class PhaseTimes:
         setattr(obj, method, timed)
 
 
-def population_steps(lanes: int, steps_per_lane: int, threads: int,
-                     phases: PhaseTimes | None = None) -> tuple[int, Clock]:
-    """Env steps taken by ``lanes`` always-stepping lanes in ``steps_per_lane`` runner steps."""
+def population_steps(lanes: int, steps_per_lane: int, threads: int, phases: PhaseTimes | None = None,
+                     lockstep: bool = False) -> tuple[int, Clock]:
+    """Env steps taken by ``lanes`` always-stepping lanes in ``steps_per_lane`` steps of each."""
     config = RLConfig(agents=2, seeds=lanes // 2, max_episodes=10**9, target=float("inf"), threads=threads)
     batch = RLBatch(config, [("independent", seed) for seed in range(lanes // 2)])
+    batch.fused = batch.fused and not lockstep
     if phases is not None:
-        (group,) = batch.pop.groups  # one learner for every lane; it learns inside observe()
-        for obj, method, phase in ((batch.pop, "act", "act"), (batch.env, "step", "env"), (group, "learn", "update")):
-            phases.wrap(obj, method, phase)
-    with Clock() as clock:
-        batch.reset()
-        for _ in range(steps_per_lane):
-            batch.step()
+        phases.wrap(fused, "period", "kernel")
+    try:
+        with Clock() as clock:
+            batch.reset()
+            while batch.clock < steps_per_lane:  # a step is one env step, or a whole update period (fused)
+                batch.step()
+    finally:
+        if phases is not None:
+            phases.unwrap()
     return int(batch.env_steps.sum()), clock
 
 
@@ -68,7 +81,8 @@ def main() -> None:
                         help="steps per env for both runners (SB3 takes 8× this many in all)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both")
     parser.add_argument("--csv", help="also write the table here")
-    parser.add_argument("--breakdown", action="store_true", help="also time acting, env and update per step")
+    parser.add_argument("--breakdown", action="store_true", help="also time the fused kernel and the rest per step")
+    parser.add_argument("--lockstep", action="store_true", help="also run the runner one env step per call")
     args = parser.parse_args()
     set_threads(args.threads)
     # numba compiles on first use (cached on disk afterwards): load it before any clock starts
@@ -88,7 +102,11 @@ def main() -> None:
         if phases is not None:
             per_step = {k: v / args.steps_per_lane * 1e6 for k, v in phases.seconds.items()}
             per_step["rest"] = rows[-1][3].wall / args.steps_per_lane * 1e6 - sum(per_step.values())
-            print("  µs per runner step: " + ", ".join(f"{k} {v:,.0f}" for k, v in per_step.items()), flush=True)
+            print("  µs per step of the batch: " + ", ".join(f"{k} {v:,.0f}" for k, v in per_step.items()), flush=True)
+        if args.lockstep:
+            rows.append(("frd, lockstep", lanes, *population_steps(lanes, args.steps_per_lane, args.threads,
+                                                                    lockstep=True)))
+            print(f"{lanes} lanes, lockstep: {rows[-1][2] / rows[-1][3].cpu:,.0f} env steps per CPU second", flush=True)
     table = pd.DataFrame([{
         "runner": runner, "lanes": lanes,
         "steps_per_cpu_s": steps / clock.cpu, "ratio_cpu": (steps / clock.cpu) / (sb3_total / sb3.cpu),

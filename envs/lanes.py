@@ -106,27 +106,36 @@ class CartPoleLanes:
         self.observation_space: gym.spaces.Box = core.single_observation_space
         self.obs_dim = int(self.observation_space.shape[0])
         self.n_actions = int(core.single_action_space.n)
-        self._constants = (core.gravity, core.masspole, core.total_mass, core.length, core.polemass_length,
-                           core.force_mag, core.tau, core.x_threshold, core.theta_threshold_radians,
-                           core.max_episode_steps)
-        self._resets = np.empty((len(lane_seeds), RESET_BLOCK, 4))            # each lane's next first states
-        self._next_reset = np.full(len(lane_seeds), RESET_BLOCK, np.int64)  # … and which is next
+        self.constants = (core.gravity, core.masspole, core.total_mass, core.length, core.polemass_length,
+                          core.force_mag, core.tau, core.x_threshold, core.theta_threshold_radians,
+                          core.max_episode_steps)
+        self.resets = np.empty((len(lane_seeds), RESET_BLOCK, 4))           # each lane's next first states
+        self.next_reset = np.full(len(lane_seeds), RESET_BLOCK, np.int64)  # … and which is next
 
     def _fresh_states(self, lanes: np.ndarray) -> np.ndarray:
         """The next episode's first state of each of ``lanes`` ([4, len(lanes)]), each from its
         lane's own generator, in the order the lane draws them."""
-        if (self._next_reset[lanes] == RESET_BLOCK).any():
+        if (self.next_reset[lanes] == RESET_BLOCK).any():
             self._draw_resets()
-        states = self._resets[lanes, self._next_reset[lanes]].T
-        self._next_reset[lanes] += 1
+        states = self.resets[lanes, self.next_reset[lanes]].T
+        self.next_reset[lanes] += 1
         return states
 
-    def _draw_resets(self) -> None:
-        """Refill the lanes that used up their pre-drawn first states: ``RESET_BLOCK`` more at
-        once from the lane's generator (the same numbers, in the same order, as one draw per reset)."""
-        for i in np.flatnonzero(self._next_reset == RESET_BLOCK):
-            self._resets[i] = self.rngs[i].uniform(self.core.low, self.core.high, (RESET_BLOCK, 4))
-            self._next_reset[i] = 0
+    def _draw_resets(self, keep: int = 0) -> None:
+        """Refill the lanes with at most ``keep`` pre-drawn first states left: their unused ones
+        move to the front and the block is topped up from the lane's generator (the same numbers,
+        in the same order, as one draw per reset)."""
+        for i in np.flatnonzero(self.next_reset >= RESET_BLOCK - keep):
+            used = self.next_reset[i]
+            self.resets[i] = np.concatenate([self.resets[i, used:],
+                                             self.rngs[i].uniform(self.core.low, self.core.high, (used, 4))])
+            self.next_reset[i] = 0
+
+    def reserve_resets(self, steps: int) -> None:
+        """A first state ready for each of the next ``steps`` steps of every lane (at most one
+        episode ends per step; ``steps`` ≤ ``RESET_BLOCK``), for a caller that steps the lanes
+        through ``_cartpole_step`` without refilling between steps (``frd.rl.fused``)."""
+        self._draw_resets(keep=steps - 1)
 
     def reset(self) -> np.ndarray:
         self.env.reset()
@@ -138,8 +147,8 @@ class CartPoleLanes:
         obs, final_obs = np.empty((L, 4), np.float32), np.empty((L, 4), np.float32)
         reward, terminated, truncated = np.empty(L, np.float32), np.empty(L, bool), np.empty(L, bool)
         if _cartpole_step(core.state, core.steps, np.ascontiguousarray(actions, dtype=np.int64),
-                          np.ascontiguousarray(active, dtype=bool), *self._constants, self._resets,
-                          self._next_reset, obs, final_obs, reward, terminated, truncated):
+                          np.ascontiguousarray(active, dtype=bool), *self.constants, self.resets,
+                          self.next_reset, obs, final_obs, reward, terminated, truncated):
             self._draw_resets()  # so that every lane has a first state ready for the next step
         return LaneStep(obs, final_obs, reward, terminated, truncated)
 

@@ -17,14 +17,18 @@ class ExperienceMemory:
         """Append one step for each of ``lanes`` (``states``/``probs`` indexed like them)."""
         if len(lanes) == 0:
             return
-        if self.size[lanes].max() >= self.states.shape[1]:
-            grow = self.states.shape[1]
-            self.states = np.concatenate([self.states, np.zeros_like(self.states[:, :grow])], axis=1)
-            self.probs = np.concatenate([self.probs, np.zeros_like(self.probs[:, :grow])], axis=1)
+        self.reserve(1)
         at = self.size[lanes]
         self.states[lanes, at] = states
         self.probs[lanes, at] = probs
         self.size[lanes] += 1
+
+    def reserve(self, steps: int) -> None:
+        """Room for ``steps`` more steps of every lane (capacity doubles as needed)."""
+        while self.size.max() + steps > self.states.shape[1]:
+            grow = self.states.shape[1]
+            self.states = np.concatenate([self.states, np.zeros_like(self.states[:, :grow])], axis=1)
+            self.probs = np.concatenate([self.probs, np.zeros_like(self.probs[:, :grow])], axis=1)
 
     def take(self, lane: int) -> tuple[np.ndarray, np.ndarray]:
         """The lane's memory since the last take; the lane starts a new one."""

@@ -113,10 +113,9 @@ class AgentReplay(RLBatch):
         for _ in self.proceed():
             pass
 
-    def _end_episode(self, lane: int) -> None:
-        before = len(self.runs[0].episodes)
-        super()._end_episode(lane)
-        self.clocks += [self.clock] * (len(self.runs[0].episodes) - before)
+    def _episode_ended(self, lane: int, episode: int, score: float, env_steps: int) -> int:
+        self.clocks.append(self.clock)
+        return super()._episode_ended(lane, episode, score, env_steps)
 
     def exchange(self, i: int, rows: dict[int, int]) -> bool:
         run = self.runs[i]

@@ -1,5 +1,6 @@
-"""The RL round loop: every lane of every run stepped in lockstep, rounds at the barrier,
-each run retired at its mission or its episode cap and saved at once."""
+"""The RL round loop: every lane of every run stepped in lockstep (CartPole with one learner:
+a whole update period per call, ``frd.rl.fused``), rounds at the barrier, each run retired at
+its mission or its episode cap and saved at once."""
 from __future__ import annotations
 
 import time
@@ -11,11 +12,12 @@ import pandas as pd
 import torch
 
 from agents.grouped import GroupedPopulation
-from envs.lanes import make_lanes
+from envs.lanes import RESET_BLOCK, CartPoleLanes, make_lanes
 from frd.channel import make_channel
 from frd.exchange import run_round
 from frd.ledger import Ledger
 from frd.results import run_id
+from frd.rl import fused
 from frd.rl.config import RLConfig
 from frd.rl.memory import ExperienceMemory
 from frd.rl.methods import RoundContext, Strategy, get_method
@@ -99,6 +101,12 @@ class RLBatch:
         self.done: list[dict[str, pd.DataFrame]] = []  # tables of runs finished, not yet handed out
         self.clock = 0                     # steps of the batch so far (every lane's rollout slot follows it)
         self.paused = False                # set by a subclass to leave ``run`` at the next safe point
+        # CartPole with one learner: a whole update period per call, run by run (``frd.rl.fused``)
+        self.fused = (isinstance(self.env, CartPoleLanes) and len(self.pop.groups) == 1
+                      and self.pop.groups[0].config.n_steps <= RESET_BLOCK)
+        self.recent = np.zeros((L, config.window))  # fused: each lane's mission window as a ring …
+        self.recent_count = np.zeros(L, np.int64)     # … and how many scores went into it
+        self.exchanges = np.array([run.strategy.exchanges for run in self.runs])
 
     def run(self, on_status: Callable[[str], None] = lambda text: None) -> Iterator[dict[str, pd.DataFrame]]:
         """Step from the start until every run has finished, yielding each run's tables as it
@@ -130,7 +138,10 @@ class RLBatch:
 
     def step(self) -> None:
         """One env step of every active lane, learning when the rollout is full (exchange rounds
-        and compaction are ``run``'s, between updates)."""
+        and compaction are ``run``'s, between updates); a whole update period when ``fused``."""
+        if self.fused:
+            self._step_period()
+            return
         self.clock += 1
         r = self.rows
         compacted = len(r) < len(self.obs)  # else every lane has its own row, in lane order
@@ -174,24 +185,75 @@ class RLBatch:
         return self.agent_ids[lane % len(self.agent_ids)]
 
     def _end_episode(self, lane: int) -> None:
-        cfg = self.config
-        run, agent = self.runs[self._run_of(lane)], self.agent_of(lane)
+        run = self.runs[self._run_of(lane)]
         if run.finished:  # another agent ended the run at this very step
             return
         score, self.score[lane] = float(self.score[lane]), 0.0
         episode = self.episode[lane] = int(self.episode[lane]) + 1  # Python numbers: cheaper than numpy's
-        run.episodes.append((agent, episode, score, int(self.env_steps[lane])))
+        self._episode_ended(lane, episode, score, int(self.env_steps[lane]))
+
+    def _episode_ended(self, lane: int, episode: int, score: float, env_steps: int) -> int:
+        """Record ``lane``'s episode and stop the lane (or its run) where it must; returns which of
+        ``fused``'s outcomes it was."""
+        cfg = self.config
+        run, agent = self.runs[self._run_of(lane)], self.agent_of(lane)
+        run.episodes.append((agent, episode, score, env_steps))
         if run.windows[agent].add(score):
             run.completed_at[agent] = episode
             if cfg.until == "first":
                 self._finish(run)
             else:
                 self._retire(lane)
-        elif episode >= cfg.max_episodes:
+            return fused.COMPLETED
+        if episode >= cfg.max_episodes:
             self._retire(lane)
-        elif run.strategy.exchanges and episode % cfg.period == 0:
+            return fused.CAPPED
+        if run.strategy.exchanges and episode % cfg.period == 0:
             self.waiting[lane], self.active[lane] = True, False
             self.at_barrier.add(self._run_of(lane))
+            return fused.AT_BARRIER
+        return fused.GOES_ON
+
+    def _step_period(self) -> None:
+        """``fused.period``: the next ``n`` steps of every run in one call, then its episodes
+        recorded here in lockstep order, each checked against the call's own decision."""
+        group, cfg, env = self.pop.groups[0], self.config, self.env
+        assert isinstance(env, CartPoleLanes)
+        a2c, n, rows, start = group.config, group.config.n_steps, self.rows, self.clock
+        env.reserve_resets(n)
+        if self.memory is not None:
+            self.memory.reserve(n)
+            memory = (self.memory.states, self.memory.probs, self.memory.size)
+        else:
+            memory = (np.zeros((0, 0, env.obs_dim), np.float32), np.zeros((0, 0, env.n_actions), np.float32),
+                      np.zeros(0, np.int64))
+        # the call stops lanes on its copies; the records below replay that from the arrays as they were
+        active, waiting, capped = self.active.copy(), self.waiting.copy(), self.capped.copy()
+        finished = np.array([run.finished for run in self.runs])
+        events = len(rows) * n
+        tick, lane_of, episode, steps, what = (np.empty(events, np.int64) for _ in range(5))
+        score = np.empty(events)
+        r, ao, co, core = group.rollout, group.actor_opt, group.critic_opt, env.core
+        failure = np.nan if a2c.failure_reward is None else a2c.failure_reward
+        count = fused.period(  # type: ignore[call-arg]  # numba's typing of a call this long
+            n, len(self.agent_ids), rows, *group.dims, *group.arrays, *group.cache.values(),
+            r.obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done, r.valid,
+            a2c.gamma, a2c.value_coef, a2c.entropy_coef, -1.0 if a2c.max_grad_norm is None else a2c.max_grad_norm,
+            ao.lr, co.lr, ao.betas[0], ao.betas[1], ao.eps, failure,
+            group.draw_uniforms(n), core.state, core.steps, np.array(env.constants[:-1], np.float64),
+            env.constants[-1], env.resets, env.next_reset,
+            self.obs, active, waiting, capped, self.score, self.episode, self.env_steps, finished, self.exchanges,
+            self.records, *memory, self.recent, self.recent_count, cfg.target, cfg.max_episodes, cfg.period,
+            cfg.until == "first", tick, lane_of, episode, score, steps, what)
+        for i in np.lexsort((lane_of[:count], tick[:count])):
+            self.clock = start + int(tick[i]) + 1  # as in lockstep while that step's episodes end
+            outcome = self._episode_ended(int(lane_of[i]), int(episode[i]), float(score[i]), int(steps[i]))
+            if outcome != what[i]:
+                raise RuntimeError(f"fused period and runner disagree on lane {lane_of[i]}'s episode {episode[i]}")
+        if not (np.array_equal(active, self.active) and np.array_equal(waiting, self.waiting)
+                and np.array_equal(capped, self.capped)):
+            raise RuntimeError("fused period and runner disagree on which lanes step")
+        self.clock = start + n
 
     def _retire(self, lane: int) -> None:
         """The lane stops (at the cap, or completed when every agent is awaited); its run ends

@@ -1,0 +1,160 @@
+"""One update period of a CartPole batch in one numba call, run by run and lane by lane.
+
+The lockstep step (``RLBatch.step``) crosses from Python into numba three times per env step and
+streams every lane's weights through the cache at every step. Between two updates, though, runs
+are independent of one another, so ``period`` takes each run in turn through all ``n`` steps of
+the period and its update while its lanes' weights stay in cache. Inside a run the lanes still
+go step by step together, because an episode's end can stop the run's other lanes (the first
+agent to complete ends an ``until first`` run).
+
+Every lane does exactly the lockstep step's arithmetic (the same ``agents.kernel`` and
+``envs.lanes._cartpole_step`` functions on the same arrays), and an episode's end takes the same
+decision as ``RLBatch._end_episode``: completed (mission window), capped, or at the exchange
+barrier. The episodes are returned as events that the runner records in lockstep order and
+checks against its own decisions, so a run's tables are bit for bit the lockstep ones (tested).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from agents import kernel
+from envs.lanes import _cartpole_step
+
+GOES_ON, COMPLETED, CAPPED, AT_BARRIER = 0, 1, 2, 3
+"""What an episode's end did to its lane."""
+
+
+@njit(cache=True, error_model="numpy")
+def _finish_run(first, A, rows, active, waiting, finished, run):
+    finished[run] = True
+    for k in range(A):
+        lane = rows[first + k]
+        active[lane] = False
+        waiting[lane] = False
+
+
+@njit(cache=True, error_model="numpy")
+def _episode_end(lane, first, A, rows, run, active, waiting, capped, finished, episode, recent, recent_n,
+                 target, max_episodes, period, exchanges, until_first):
+    """``RLBatch._end_episode``'s decision for ``lane`` whose episode number is now ``episode[lane]``
+    and whose score was just pushed into ``recent``; returns what it did."""
+    W = recent.shape[1]
+    done = False
+    if recent_n[lane] >= W:
+        total = 0.0  # oldest first, as ``sum`` over ``MissionWindow``'s deque
+        start = recent_n[lane] % W
+        for k in range(W):
+            total += recent[lane, (start + k) % W]
+        done = total / W >= target
+    if done:
+        if until_first:
+            _finish_run(first, A, rows, active, waiting, finished, run)
+        else:
+            _retire(lane, first, A, rows, run, active, waiting, capped, finished)
+        return COMPLETED
+    if episode[lane] >= max_episodes:
+        _retire(lane, first, A, rows, run, active, waiting, capped, finished)
+        return CAPPED
+    if exchanges and episode[lane] % period == 0:
+        waiting[lane] = True
+        active[lane] = False
+        return AT_BARRIER
+    return GOES_ON
+
+
+@njit(cache=True, error_model="numpy")
+def _retire(lane, first, A, rows, run, active, waiting, capped, finished):
+    capped[lane] = True
+    active[lane] = False
+    for k in range(A):
+        if not capped[rows[first + k]]:
+            return
+    _finish_run(first, A, rows, active, waiting, finished, run)
+
+
+@njit(cache=True, error_model="numpy")
+def period(n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
+           cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
+           r_obs, r_next, r_actions, r_rewards, r_terminated, r_done, r_valid,
+           gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, failure_reward,
+           uniforms, state, env_steps_in_episode, constants, max_steps, resets, next_reset,
+           obs, active, waiting, capped, score, episode, env_steps, finished, exchanges, records,
+           memory_states, memory_probs, memory_size, recent, recent_n, target, max_episodes, period_episodes,
+           until_first, ev_tick, ev_lane, ev_episode, ev_score, ev_steps, ev_what):
+    """``n`` lockstep steps and the update of every run whose rows are ``rows`` (population row →
+    env lane; a run's ``A`` lanes are consecutive rows). Population arrays are indexed by row, the
+    env's, the batch's and the memory's by lane. Returns the number of episode events written."""
+    R = rows.shape[0]
+    row_obs = np.empty((R, obs.shape[1]), np.float32)
+    actions = np.zeros(R, np.int64)
+    probs = np.zeros((R, o), np.float32)
+    stepping = np.zeros(R, np.bool_)
+    ended = np.zeros(R, np.bool_)
+    one_action = np.zeros(1, np.int64)
+    one_active = np.ones(1, np.bool_)
+    next_obs = np.empty((1, obs.shape[1]), np.float32)
+    final_obs = np.empty((1, obs.shape[1]), np.float32)
+    reward = np.empty(1, np.float32)
+    terminated = np.empty(1, np.bool_)
+    truncated = np.empty(1, np.bool_)
+    scratch = kernel.learn_scratch(n, h, o, pa.shape[1], pc.shape[1])
+    no_grads = np.zeros((0, 0), np.float32)
+    c = constants
+    events = 0
+    for first in range(0, R, A):
+        run = rows[first] // A
+        for t in range(n):
+            for row in range(first, first + A):
+                lane = rows[row]
+                stepping[row] = active[lane]
+                for k in range(obs.shape[1]):
+                    row_obs[row, k] = obs[lane, k]
+                kernel.act_lane(row, pa, row_obs, uniforms[t, row], t, d, h, o, relu, cache_h1, cache_h2,
+                                cache_logits, cache_obs, cache_ok, actions, probs, stepping[row])
+                if stepping[row] and records[lane]:
+                    at = memory_size[lane]
+                    memory_states[lane, at] = row_obs[row]
+                    memory_probs[lane, at] = probs[row]
+                    memory_size[lane] = at + 1
+                one_action[0] = actions[row]
+                one_active[0] = stepping[row]
+                _cartpole_step(state[:, lane:lane + 1], env_steps_in_episode[lane:lane + 1], one_action, one_active,
+                               c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], max_steps,
+                               resets[lane:lane + 1], next_reset[lane:lane + 1], next_obs, final_obs, reward,
+                               terminated, truncated)
+                r_obs[row, t] = row_obs[row]
+                r_next[row, t] = final_obs[0]
+                r_actions[row, t] = actions[row]
+                fail = terminated[0] and not np.isnan(failure_reward)
+                r_rewards[row, t] = np.float32(failure_reward) if fail else reward[0]
+                r_terminated[row, t] = terminated[0]
+                r_done[row, t] = terminated[0] or truncated[0]
+                r_valid[row, t] = np.float32(stepping[row])
+                score[lane] += reward[0]
+                env_steps[lane] += stepping[row]
+                ended[row] = stepping[row] and (terminated[0] or truncated[0])
+                obs[lane] = next_obs[0]
+            if t == n - 1:
+                for row in range(first, first + A):
+                    kernel.learn_lane(row, n, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
+                                      r_obs, r_next, r_actions, r_rewards, r_terminated, r_done, r_valid,
+                                      cache_h1, cache_h2, cache_logits, cache_obs, cache_ok, gamma, value_coef,
+                                      entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, no_grads, no_grads,
+                                      scratch)
+            for row in range(first, first + A):
+                if not ended[row] or finished[run]:  # another agent may have ended the run at this step
+                    continue
+                lane = rows[row]
+                ev_tick[events], ev_lane[events], ev_score[events] = t, lane, score[lane]
+                ev_steps[events] = env_steps[lane]
+                score[lane] = 0.0
+                episode[lane] += 1
+                ev_episode[events] = episode[lane]
+                recent[lane, recent_n[lane] % recent.shape[1]] = ev_score[events]
+                recent_n[lane] += 1
+                ev_what[events] = _episode_end(lane, first, A, rows, run, active, waiting, capped, finished, episode,
+                                               recent, recent_n, target, max_episodes, period_episodes,
+                                               exchanges[run], until_first)
+                events += 1
+    return events

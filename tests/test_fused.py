@@ -1,0 +1,65 @@
+"""The fused update period (``frd.rl.fused``) gives the lockstep runner's tables bit for bit.
+
+Tiny ReLU networks and an easy mission make short episodes, so a few hundred periods see every
+kind of episode end: missions completed (ending the run, or only the lane), lanes capped, lanes
+at the exchange barrier, runs finished at different times (compaction), experience memories
+(PD, FRD, MixFRD) and the one-step rlcode recipe with its failure reward.
+"""
+import numpy as np
+import pandas as pd
+import pytest
+
+from agents.a2c import A2CPopulation, recipe
+from envs.lanes import CartPoleLanes
+from frd.rl.config import rl_config
+from frd.rl.runner import RLBatch
+
+RUNS = [(method, seed) for seed in range(4) for method in ("independent", "frl", "pd", "frd", "mixfrd")]
+SETTINGS = {
+    "until first": dict(until="first"),
+    "until all": dict(until="all"),
+    "rlcode": dict(until="all", recipe="rlcode"),
+}
+
+
+def tables(config, fused: bool) -> dict[str, pd.DataFrame]:
+    batch = RLBatch(config, RUNS)
+    assert batch.fused  # CartPole, one learner
+    batch.fused = fused
+    finished = list(batch.run())
+    out = {name: pd.concat([t[name] for t in finished]).sort_values(["run_id"], kind="stable").reset_index(drop=True)
+           for name in ("episodes", "ledger", "rounds", "runs")}
+    out["runs"] = out["runs"].drop(columns=["compute_s", "comm_s"])
+    return out
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_a_fused_batch_gives_the_lockstep_tables_bit_for_bit(setting):
+    config = rl_config(("independent", "frl", "pd", "frd", "mixfrd"), agents=2, hidden=8, activation="relu",
+                       max_episodes=40, target=35.0, window=3, period=5, **SETTINGS[setting])
+    lockstep, fused = tables(config, False), tables(config, True)
+    runs = lockstep["runs"]
+    assert runs["agents_completed"].gt(0).any() and runs["agents_completed"].lt(2).any()  # completed and capped
+    assert runs["rounds"].gt(0).any() and len(lockstep["rounds"])                          # barriers, distillation
+    for name, frame in lockstep.items():
+        pd.testing.assert_frame_equal(frame, fused[name], check_exact=True, obj=name)
+
+
+def test_reserving_first_states_ahead_keeps_each_lanes_sequence():
+    one_by_one, ahead = CartPoleLanes([3, 4]), CartPoleLanes([3, 4])
+    lanes = np.array([0, 1])
+    expected = [one_by_one._fresh_states(lanes) for _ in range(150)]
+    got = []
+    for k in range(150):
+        if k % 5 == 0:
+            ahead.reserve_resets(8)  # refills with 1–7 states left, carrying them over
+            assert (ahead.next_reset <= 64 - 8).all()
+        got.append(ahead._fresh_states(lanes))
+    np.testing.assert_array_equal(np.stack(got), np.stack(expected))
+
+
+def test_drawing_uniforms_a_period_at_a_time_keeps_each_lanes_sequence():
+    step_by_step, by_period = (A2CPopulation([5, 6, 7], 4, 2, recipe("nstep", hidden=4)) for _ in range(2))
+    expected = np.stack([step_by_step.draw_uniforms(1)[0] for _ in range(3000)])
+    got = np.concatenate([by_period.draw_uniforms(8) for _ in range(375)])
+    np.testing.assert_array_equal(got, expected)
