@@ -129,6 +129,13 @@ class A2CPopulation:
         self.arrays = tuple(buffer.numpy() for buffer in (self.actor.data, self.critic.data, ao.exp_avg,
                                                           ao.exp_avg_sq, co.exp_avg, co.exp_avg_sq, ao.steps, co.steps))
 
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "arrays"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._bind_arrays()  # numpy views of the unpickled tensors
+
     @property
     def lanes(self) -> int:
         return self.actor.weights[0].shape[0]

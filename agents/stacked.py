@@ -32,6 +32,7 @@ class StackedMLP:
 
     def __init__(self, generators: Sequence[torch.Generator], sizes: Sequence[int],
                  activation: str, output_gain: float) -> None:
+        self.activation_name = activation
         self.activation = ACTIVATIONS[activation]
         self.numpy_activation = NUMPY_ACTIVATIONS[activation]
         self.shapes = [((fan_in, fan_out), (1, fan_out)) for fan_in, fan_out in zip(sizes[:-1], sizes[1:])]
@@ -60,6 +61,23 @@ class StackedMLP:
                 out.append(p)
                 at += n
         self._numpy_layers = [(w.detach().numpy(), b.detach().numpy()) for w, b in zip(self.weights, self.biases)]
+
+    def __getstate__(self) -> dict:
+        """Pickled as its parameters (the views, gradient and activations are rebuilt from them)."""
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("activation", "numpy_activation", "grad", "weights", "biases", "_numpy_layers")}
+
+    def __copy__(self) -> StackedMLP:
+        """A shallow copy sharing every buffer (``take`` rebinds it to its own), not a pickle round trip."""
+        part = StackedMLP.__new__(StackedMLP)
+        part.__dict__.update(self.__dict__)
+        return part
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.activation = ACTIVATIONS[self.activation_name]
+        self.numpy_activation = NUMPY_ACTIVATIONS[self.activation_name]
+        self._bind()  # gradients are zero between steps: LaneAdam clears them, the kernels never fill them
 
     def __call__(self, x: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """``x``: [L, B, in] (or [len(rows), B, in] when only ``rows`` lanes are evaluated)."""
@@ -133,6 +151,9 @@ class LaneAdam:
         self.exp_avg_sq = torch.zeros_like(net.data)
         self.steps = torch.zeros(net.data.shape[0])
         self._rows: tuple[list[bool], list[list[torch.Tensor]]] | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_rows": None}  # row views are rebuilt on the next step
 
     def step(self, mask: torch.Tensor) -> None:
         """One Adam step for the lanes where ``mask`` is true; gradients are then cleared."""

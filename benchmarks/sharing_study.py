@@ -21,7 +21,8 @@ last agent's, each with a 95 % stratified-bootstrap CI, and the probability that
 fewer episodes than independent agents on the same cell (both measures, with CIs). Raw runs go
 to ``--work`` (resumable: rerun the same command), ``--chunk`` seeds per batch so that an 8-agent
 cell, hours of CPU, saves finished runs as it goes rather than only at the end of one batch (a
-run's results do not depend on its batch-mates); ``sharing_*`` CSVs and a PNG to ``--out``.
+run's results do not depend on its batch-mates), and each batch resumes from its last checkpoint
+(``frd.rl.checkpoint``, every 10 minutes); ``sharing_*`` CSVs and a PNG to ``--out``.
 ``--report-only`` runs nothing and tabulates the cells already finished (the whole design is
 hours of CPU, so it is usually run a slice at a time).
 """

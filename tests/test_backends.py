@@ -223,7 +223,7 @@ def test_rl_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster):
 
 def _interrupt_after(n: int, simulate):
     """``simulate`` that raises KeyboardInterrupt (as Ctrl-C would) once ``n`` runs are saved."""
-    def interrupted(*args):
+    def interrupted(*args, **kwargs):
         *head, config, runs, on_finished, on_status = args  # a bound method brings its backend first
         saved = []
 
@@ -232,7 +232,7 @@ def _interrupt_after(n: int, simulate):
             saved.append(tables)
             if len(saved) == n:
                 raise KeyboardInterrupt
-        return simulate(*head, config, runs, save_then_stop, on_status)
+        return simulate(*head, config, runs, save_then_stop, on_status, **kwargs)
     return interrupted
 
 
@@ -253,10 +253,10 @@ def test_a_sweep_interrupted_on_one_backend_resumes_on_the_other(first, then, tm
 
     asked, executed = [], []
 
-    def counting(*args):
+    def counting(*args, **kwargs):
         *head, config, runs, on_finished, on_status = args
         asked.extend(runs)
-        return real[then](*head, config, runs, lambda t: (executed.append(t), on_finished(t)), on_status)
+        return real[then](*head, config, runs, lambda t: (executed.append(t), on_finished(t)), on_status, **kwargs)
 
     monkeypatch.setattr(*target[then], counting)
     experiment.run_experiment(config, tmp_path / "resumed", progress=False, backend=backends[then])

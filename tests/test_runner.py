@@ -78,7 +78,7 @@ def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkey
 
     real = experiment.simulate
 
-    def interrupted(config, runs, on_finished, on_status):
+    def interrupted(config, runs, on_finished, on_status, checkpoint):  # Ctrl-C before any checkpoint
         saved = []
 
         def save_then_stop(tables):  # Ctrl-C right after the fourth run is saved
@@ -86,7 +86,7 @@ def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkey
             saved.append(tables)
             if len(saved) == 4:
                 raise KeyboardInterrupt
-        return real(config, runs, save_then_stop, on_status)
+        return real(config, runs, save_then_stop, on_status, checkpoint)
 
     monkeypatch.setattr(experiment, "simulate", interrupted)
     with pytest.raises(KeyboardInterrupt):
@@ -96,7 +96,7 @@ def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkey
     missing = sorted({(m, s) for m in ("independent", "pd") for s in range(3)} - set(zip(saved.method, saved.seed)))
 
     ran = []
-    monkeypatch.setattr(experiment, "simulate", lambda c, runs, *a: ran.append(sorted(runs)) or real(c, runs, *a))
+    monkeypatch.setattr(experiment, "simulate", lambda c, runs, *a, **k: ran.append(sorted(runs)) or real(c, runs, *a, **k))
     experiment.run_experiment(config, tmp_path / "resumed", progress=False)
     assert ran == [missing] and len(missing) == 2
     full, resumed = (pd.read_csv(tmp_path / d / "episodes.csv").sort_values(["run_id", "agent", "episode"])

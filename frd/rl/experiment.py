@@ -9,6 +9,7 @@ from tqdm import tqdm
 
 from frd.backends import LOCAL, RLBackend
 from frd.results import ResultStore, atomic_write_csv, run_id
+from frd.rl.checkpoint import BatchCheckpoint
 from frd.rl.config import RLConfig
 from frd.rl.plots import plot_mission, plot_payload
 from frd.rl.runner import simulate
@@ -23,9 +24,11 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
     """Run every method × seed not already in ``out_dir``; return the summary table.
 
     Each run's rows are saved the moment it finishes (on any ``backend``), so an interrupted
-    experiment resumes where it stopped when the same command is run again. ``single_agent_reference`` also runs
-    one independent agent per seed (in ``out_dir/single-agent``), whose row the summary gains:
-    what learning alone takes, against which first-of-N missions can be read.
+    experiment resumes where it stopped when the same command is run again; locally the runs
+    still going resume from the batch's last checkpoint (``frd.rl.checkpoint``), not from scratch.
+    ``single_agent_reference`` also runs one independent agent per seed (in
+    ``out_dir/single-agent``), whose row the summary gains: what learning alone takes, against
+    which first-of-N missions can be read.
     """
     config.validate()  # before anything is written
     reference = None
@@ -41,11 +44,16 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
     try:
         with tqdm(total=total, initial=total - len(todo), desc="runs", unit="run", disable=not progress) as bar:
             def finished(tables: dict[str, pd.DataFrame]) -> None:
+                if str(tables["runs"]["run_id"].iloc[0]) in done:  # run again from a checkpoint: the same tables
+                    return
                 store.save_run(tables)
                 bar.update()
 
-            run = simulate if backend.local else backend.simulate  # local: all methods in one batch
-            run(config, todo, finished, bar.set_postfix_str)
+            if backend.local:  # all methods in one batch, resumable mid-way
+                checkpoint = BatchCheckpoint(store.out / "checkpoint.pkl", config)
+                simulate(config, todo, finished, bar.set_postfix_str, checkpoint=checkpoint)
+            else:
+                backend.simulate(config, todo, finished, bar.set_postfix_str)
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished run
     return report(store, config, reference)

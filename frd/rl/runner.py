@@ -18,6 +18,7 @@ from frd.exchange import run_round
 from frd.ledger import Ledger
 from frd.results import run_id
 from frd.rl import fused
+from frd.rl.checkpoint import BatchCheckpoint
 from frd.rl.config import RLConfig
 from frd.rl.memory import ExperienceMemory
 from frd.rl.methods import RoundContext, Strategy, get_method
@@ -60,8 +61,7 @@ class RLBatch:
     def __init__(self, config: RLConfig, runs: Sequence[tuple[str, int]], agents: Sequence[int] | None = None) -> None:
         self.config = config
         seeds = [seed for _, seed in runs]
-        torch.set_num_threads(config.threads)
-        torch.set_flush_denormal(True)  # denormal weights and moments would slow every op
+        self._configure_torch()
         self.agent_ids = list(range(config.agents)) if agents is None else list(agents)
         A = len(self.agent_ids)
         lane_seeds = [derive_seed(s, a) for s in seeds for a in self.agent_ids]
@@ -108,19 +108,32 @@ class RLBatch:
         self.recent_count = np.zeros(L, np.int64)     # … and how many scores went into it
         self.exchanges = np.array([run.strategy.exchanges for run in self.runs])
 
+    def _configure_torch(self) -> None:
+        torch.set_num_threads(self.config.threads)
+        torch.set_flush_denormal(True)  # denormal weights and moments would slow every op
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled (``BatchCheckpoint``): torch's process settings are not part of the state."""
+        self.__dict__.update(state)
+        self._configure_torch()
+
     def run(self, on_status: Callable[[str], None] = lambda text: None) -> Iterator[dict[str, pd.DataFrame]]:
         """Step from the start until every run has finished, yielding each run's tables as it
         finishes; ``on_status`` hears how far the live runs are."""
         self.reset()
         yield from self.proceed(on_status)
 
-    def proceed(self, on_status: Callable[[str], None] = lambda text: None) -> Iterator[dict[str, pd.DataFrame]]:
-        """``run`` from where the batch stands (a subclass paused it, see ``paused``)."""
+    def proceed(self, on_status: Callable[[str], None] = lambda text: None,
+                checkpoint: Callable[[RLBatch], None] | None = None) -> Iterator[dict[str, pd.DataFrame]]:
+        """``run`` from where the batch stands (a subclass paused it, see ``paused``; or it was
+        unpickled); ``checkpoint`` is offered the batch at safe points, once its finished runs
+        were handed out."""
         self.paused = False
         tick = last_status = time.perf_counter()
         while self.live_runs and not self.paused:
             self.step()
-            if self.pop.between_updates:  # every group just updated: a safe point for rounds
+            safe = self.pop.between_updates  # every group just updated: a safe point for rounds
+            if safe:
                 now = time.perf_counter()
                 self._charge_compute(now - tick)
                 self._after_updates()
@@ -132,6 +145,8 @@ class RLBatch:
                     last_status = tick
             while self.done:
                 yield self.done.pop(0)
+            if safe and checkpoint is not None and self.live_runs:
+                checkpoint(self)
 
     def reset(self) -> None:
         self.obs = self.env.reset()
@@ -372,15 +387,26 @@ def run_tables(config: RLConfig, run: RunState, episodes: np.ndarray, env_steps:
 
 
 def iter_simulate(config: RLConfig, runs: Sequence[tuple[str, int]],
-                  on_status: Callable[[str], None] = lambda text: None) -> Iterator[dict[str, pd.DataFrame]]:
-    """Run every (method, seed) of ``runs`` in one batch, yielding each run's tables as it finishes."""
-    if runs:
-        yield from RLBatch(config, runs).run(on_status)
+                  on_status: Callable[[str], None] = lambda text: None,
+                  checkpoint: BatchCheckpoint | None = None) -> Iterator[dict[str, pd.DataFrame]]:
+    """Run every (method, seed) of ``runs`` in one batch, yielding each run's tables as it finishes;
+    with a ``checkpoint``, from the batch saved there when it holds these runs (a run it holds
+    that finished after it was saved runs again, to the same tables), saving it as it goes."""
+    if not runs:
+        return
+    batch = checkpoint.resume(runs) if checkpoint is not None else None
+    if batch is None:
+        batch = RLBatch(config, runs)
+        batch.reset()
+    yield from batch.proceed(on_status, checkpoint)
+    if checkpoint is not None:
+        checkpoint.clear()
 
 
 def simulate(config: RLConfig, runs: Sequence[tuple[str, int]],
              on_finished: Callable[[dict[str, pd.DataFrame]], None],
-             on_status: Callable[[str], None] = lambda text: None) -> None:
+             on_status: Callable[[str], None] = lambda text: None,
+             checkpoint: BatchCheckpoint | None = None) -> None:
     """``iter_simulate`` with a callback per finished run."""
-    for tables in iter_simulate(config, runs, on_status):
+    for tables in iter_simulate(config, runs, on_status, checkpoint):
         on_finished(tables)
