@@ -1,0 +1,108 @@
+"""Where an A2C update's time goes: each part of ``agents.kernel.learn_lane`` timed alone.
+
+    python -m benchmarks.kernel_parts [--lanes 64 256] [--repeats 100]
+
+A CartPole batch of independent lanes (h = 64, n = 8) is stepped for 100 update periods, then
+each part of the update runs ``--repeats`` times over every lane, in numba loops with the
+kernels' own functions and the batch's weights and rollout (data in cache, as in the fused
+period): the critic's nine forwards (the rollout's states and the state after it), the actor's
+and the critic's backward over the rollout, each network's Adam step; then the whole update
+(``kernel.learn``, acting's cached activations reused) and acting (``kernel.act``). CPU µs per lane and update, per lane-step for
+acting. What a faster arithmetic would have to cut (issue 13, part 2).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from numba import njit
+
+from agents import kernel
+from frd.rl.config import RLConfig
+from frd.rl.runner import RLBatch
+
+
+@njit(**kernel.JIT)
+def _critic_forwards(pc, obs, d, h, repeats):
+    h1, h2, value = np.empty((9, h), np.float32), np.empty((9, h), np.float32), np.empty(1, np.float32)
+    for _ in range(repeats):
+        for lane in range(pc.shape[0]):
+            for t in range(9):
+                kernel._forward(pc[lane], d, h, 1, obs[lane, t % 8], h1[t], h2[t], value, False)
+
+
+@njit(**kernel.JIT)
+def _backwards(p, obs, h1, h2, d, h, o, repeats):
+    grad, dout = np.zeros(p.shape[1], np.float32), np.full((8, o), 0.01, np.float32)
+    dh1, dh2 = np.empty((8, h), np.float32), np.empty((8, h), np.float32)
+    for _ in range(repeats):
+        for lane in range(p.shape[0]):
+            kernel._backward(p[lane], grad, d, h, o, obs[lane], h1[lane], h2[lane], dout, dh1, dh2, 8, False)
+
+
+@njit(**kernel.JIT)
+def _adams(p, m, v, repeats):
+    grad = np.full(p.shape[1], 1e-3, np.float32)
+    for _ in range(repeats):
+        for lane in range(p.shape[0]):
+            kernel._adam(p[lane], grad, m[lane], v[lane], 10.0, 7e-4, 0.9, 0.999, 1e-8)
+
+
+def parts(lanes: int, repeats: int) -> dict[str, float]:
+    """CPU µs per lane of each part (acting: per lane-step)."""
+    config = RLConfig(agents=2, seeds=lanes // 2, max_episodes=10**9, target=float("inf"), threads=1)
+    batch = RLBatch(config, [("independent", seed) for seed in range(lanes // 2)])
+    batch.reset()
+    for _ in range(100):
+        batch.step()
+    (group,) = batch.pop.groups
+    r, cache, (d, h, o, relu) = group.rollout, group.cache, group.dims
+    pa, pc, ma, va, mc, vc, steps_a, steps_c = (a.copy() for a in group.arrays)  # the batch stays as it was
+    no_grads = np.zeros((0, 0), np.float32)
+
+    def learn(n: int) -> None:
+        for _ in range(n):
+            cache["ok"][:] = True  # acting's activations reused, as in a real period (same states)
+            kernel.learn(8, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c, r.obs, r.next_obs, r.actions,
+                         r.rewards, r.terminated, r.done, r.valid, *cache.values(), 0.99, 0.5, 0.0, 0.5, 7e-4, 7e-4,
+                         0.9, 0.999, 1e-8, no_grads, no_grads)
+
+    def act(n: int) -> None:
+        obs, uniforms = batch.obs.astype(np.float32), np.full(lanes, 0.5)
+        actions, probs, active = np.zeros(lanes, np.int64), np.zeros((lanes, o), np.float32), np.ones(lanes, bool)
+        for _ in range(n):
+            for t in range(8):
+                kernel.act(pa, obs, uniforms, t, d, h, o, relu, *cache.values(), actions, probs, active)
+
+    timed = {
+        "critic forwards ×9": lambda n: _critic_forwards(pc, r.obs, d, h, n),
+        "actor backward": lambda n: _backwards(pa, r.obs, cache["h1"], cache["h2"], d, h, o, n),
+        "critic backward": lambda n: _backwards(pc, r.obs, cache["h1"], cache["h2"], d, h, 1, n),
+        "Adam, actor": lambda n: _adams(pa, ma, va, n),
+        "Adam, critic": lambda n: _adams(pc, mc, vc, n),
+        "whole update": learn,
+        "acting, per lane-step": act,
+    }
+    out = {}
+    for name, run in timed.items():
+        run(1)  # compile or load
+        start = time.process_time()
+        run(repeats)
+        per = (time.process_time() - start) / (repeats * lanes) * 1e6
+        out[name] = per / 8 if name.startswith("acting") else per
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lanes", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--repeats", type=int, default=100)
+    args = parser.parse_args()
+    for lanes in args.lanes:
+        print(f"{lanes} lanes, CPU µs per lane and update: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in parts(lanes, args.repeats).items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
