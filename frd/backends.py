@@ -262,9 +262,11 @@ class RaySession:
 
 def _rl_group(config: Any, runs: list[tuple[str, int]]) -> Iterator[Tables]:
     """A Ray task: one batch of the engine over ``runs``, each run's tables yielded as it finishes."""
+    from frd.results import PROVENANCE_TABLE, machine_provenance
     from frd.rl.runner import iter_simulate
 
-    yield from iter_simulate(config, runs)
+    for tables in iter_simulate(config, runs):
+        yield {**tables, PROVENANCE_TABLE: machine_provenance()}
 
 
 def _cls_group(work: list[tuple[int, Any, int]], data: Any) -> Iterator[tuple[int, Tables]]:
@@ -272,10 +274,11 @@ def _cls_group(work: list[tuple[int, Any, int]], data: Any) -> Iterator[tuple[in
     import torch
 
     from classification.runner import run_seed
+    from frd.results import PROVENANCE_TABLE, machine_provenance
 
     for i, config, seed in work:
         torch.set_num_threads(config.threads)
-        yield i, run_seed(config, seed, data)
+        yield i, {**run_seed(config, seed, data), PROVENANCE_TABLE: machine_provenance()}
 
 
 # -- CLI ---------------------------------------------------------------------------------------

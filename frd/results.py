@@ -4,16 +4,19 @@ When a run finishes, each of its tables is written as a part file ``parts/<table
 (temporary file, then rename), its ``runs`` part last: a run counts as finished only once that
 exists. ``consolidate`` gathers the finished parts into ``<table>.csv``. Re-running the same
 command into the same folder skips the finished runs; parts of an unfinished run are ignored
-and overwritten. Each run's row in ``provenance.csv`` records the package versions and command
-that produced it; ``config.json`` holds the resolved config and the resume key.
+and overwritten. Each run's row in ``provenance.csv`` records the package versions, a hash of
+frd's own sources, the CPU numba compiled for, and the command that produced it; ``config.json``
+holds the resolved config and the resume key.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import sys
 from dataclasses import asdict, dataclass, is_dataclass
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,7 +27,10 @@ from frd.errors import FrdError
 
 RUNS_TABLE = "runs"
 PROVENANCE_TABLE = "provenance"
-_PACKAGES = ("frd", "torch", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn")
+_PACKAGES = ("frd", "torch", "numba", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn")
+SOURCE_PACKAGES = ("frd", "agents", "envs", "classification")
+"""The project's own packages: the ``code`` of a provenance row hashes their sources."""
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def package_versions() -> dict[str, str]:
@@ -37,9 +43,28 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def provenance(rid: str) -> pd.DataFrame:
-    """One row per run: the package versions and command that produced it (provenance.csv)."""
-    return pd.DataFrame([{"run_id": rid, **package_versions(), "command": " ".join(sys.argv)}])
+@lru_cache(maxsize=None)
+def source_hash(packages: tuple[str, ...] = SOURCE_PACKAGES, root: Path = REPO_ROOT) -> str:
+    """sha256 of every Python source of ``packages`` under ``root``, with their paths.
+
+    frd's version number does not change with every commit; equal hashes mean the same code.
+    Read once per process, when the first run is saved: edit the sources while a batch runs and
+    its rows name the edited code.
+    """
+    digest = hashlib.sha256()
+    for path in sorted(p for package in packages for p in (root / package).rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def machine_provenance() -> pd.DataFrame:
+    """Where a run computes (one row): package versions, ``code`` (the first 16 hex digits of
+    :func:`source_hash`) and ``cpu``, the target numba compiles the RL kernels for: their floats
+    are exact on one target and may differ in the last bits on another (AVX-512 against AVX2).
+    A Ray task adds it to the tables it returns, so the row describes the worker."""
+    from llvmlite import binding  # numba's compiler; imported here, where it is needed
+
+    return pd.DataFrame([{**package_versions(), "code": source_hash()[:16], "cpu": binding.get_host_cpu_name()}])
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -118,11 +143,14 @@ class ResultStore:
         return {p.stem for p in self._parts(RUNS_TABLE).glob("*.csv")}
 
     def save_run(self, tables: Mapping[str, pd.DataFrame]) -> None:
-        """Write one finished run's tables; ``runs`` (one row, with ``run_id``) must be among them."""
+        """Write one finished run's tables; ``runs`` (one row, with ``run_id``) must be among them.
+        ``provenance`` comes with them when the run computed elsewhere (else it is this machine's)."""
         if RUNS_TABLE not in tables:
             raise ValueError("a finished run needs its runs row")
         rid = str(tables[RUNS_TABLE]["run_id"].iloc[0])
-        tables = {**tables, PROVENANCE_TABLE: provenance(rid)}
+        where = tables[PROVENANCE_TABLE] if PROVENANCE_TABLE in tables else machine_provenance()
+        where = where.assign(run_id=rid, command=" ".join(sys.argv))
+        tables = {**tables, PROVENANCE_TABLE: where[["run_id", *where.columns[:-2], "command"]]}
         for name in [t for t in tables if t != RUNS_TABLE] + [RUNS_TABLE]:
             folder = self._parts(name)
             folder.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import frd.results as results
 import frd.rl.experiment as experiment
 from frd.backends import MISSING_RAY, Backend, RaySession, group_runs, import_ray
 from frd.cli import main
@@ -207,14 +208,21 @@ def cluster(tmp_path_factory):
     assert not leftovers, f"processes of the head left: {leftovers}"
 
 
-def test_rl_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster):
+def test_rl_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster, monkeypatch):
     """frd compare on the ray start cluster (3 groups) = one local batch; the backend is recorded,
-    not in the resume key."""
+    not in the resume key; each run's provenance comes from the worker that ran it."""
     sweep = ["compare", "--methods", "frd,pd,frl,independent", "--seeds", "8", *TINY]
     assert main([*sweep, "--out", str(tmp_path / "local")]) == 0
+
+    def not_on_the_driver():
+        raise AssertionError("the driver described a run that a worker computed")
+    monkeypatch.setattr(results, "machine_provenance", not_on_the_driver)
     assert main([*sweep, "--backend", "ray", "--address", cluster, "--groups", "3",
                  "--out", str(tmp_path / "ray")]) == 0
     _assert_same_tables(tmp_path / "local", tmp_path / "ray")
+    local, on_ray = (pd.read_csv(tmp_path / d / "provenance.csv", dtype=str).drop(columns="command")
+                     for d in ("local", "ray"))
+    pd.testing.assert_frame_equal(local, on_ray)  # one machine: the same versions, code and cpu
     assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 32
     saved = [json.loads((tmp_path / d / "config.json").read_text()) for d in ("local", "ray")]
     assert saved[1]["config"]["backend"] == {"name": "ray", "address": cluster, "groups": 3, "cpus": None}

@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import frd.results as results
 import frd.rl.experiment as experiment
 import frd.rl.runner as runner
 from frd.rl.config import RLConfig, rl_config
@@ -70,6 +71,28 @@ def test_same_seed_gives_identical_episodes_csv(tmp_path):
     assert (tmp_path / "a" / "episodes.csv").read_bytes() == (tmp_path / "b" / "episodes.csv").read_bytes()
     assert (tmp_path / "a" / "ledger.csv").read_bytes() == (tmp_path / "b" / "ledger.csv").read_bytes()
     assert (tmp_path / "a" / "mission.png").exists() and (tmp_path / "a" / "payload.png").exists()
+    provenance = pd.read_csv(tmp_path / "a" / "provenance.csv", dtype=str)
+    assert len(provenance) == 2 and provenance["code"].str.fullmatch("[0-9a-f]{16}").all()
+    assert provenance["code"].nunique() == 1 and (provenance["cpu"] != "").all() and provenance["numba"].notna().all()
+
+
+def test_source_hash_changes_with_any_source_and_only_with_sources(tmp_path):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "pkg" / "sub" / "b.py").write_text("y = 2\n")
+
+    def digest():
+        results.source_hash.cache_clear()
+        return results.source_hash(("pkg",), tmp_path)
+    first = digest()
+    (tmp_path / "pkg" / "notes.txt").write_text("not a source")
+    assert digest() == first
+    (tmp_path / "pkg" / "sub" / "b.py").write_text("y = 3\n")
+    assert digest() != first
+    (tmp_path / "pkg" / "sub" / "b.py").write_text("y = 2\n")
+    assert digest() == first
+    (tmp_path / "pkg" / "sub" / "b.py").rename(tmp_path / "pkg" / "c.py")  # same bytes, another path
+    assert digest() != first
 
 
 def test_interrupted_experiment_resumes_and_keeps_finished_runs(tmp_path, monkeypatch):

@@ -13,7 +13,6 @@ sources) for the same experiment, and holds every run still to do.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import pickle
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from frd.results import source_hash
 from frd.rl.config import RLConfig
 
 if TYPE_CHECKING:
@@ -34,11 +34,7 @@ PACKAGES = ("frd", "agents", "envs")
 
 def code_hash() -> str:
     """A hash of every Python source of the engine's packages."""
-    root = Path(__file__).resolve().parents[2]
-    digest = hashlib.sha256()
-    for path in sorted(p for package in PACKAGES for p in (root / package).rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    return source_hash(PACKAGES)
 
 
 class BatchCheckpoint:
