@@ -9,6 +9,10 @@ period): the critic's nine forwards (the rollout's states and the state after it
 and the critic's backward over the rollout, each network's Adam step; then the whole update
 (``kernel.learn``, acting's cached activations reused) and acting (``kernel.act``). CPU µs per lane and update, per lane-step for
 acting. What a faster arithmetic would have to cut (issue 13, part 2).
+
+``--blocking``: instead, whether keeping a lane's data in cache pays: acting on the rollout's 8
+states and the update, 8 such periods of one lane before the next lane, against one period per
+lane per pass (the same work), four repeats each, CPU µs per lane-period.
 """
 from __future__ import annotations
 
@@ -49,14 +53,59 @@ def _adams(p, m, v, repeats):
             kernel._adam(p[lane], grad, m[lane], v[lane], 10.0, 7e-4, 0.9, 0.999, 1e-8)
 
 
-def parts(lanes: int, repeats: int) -> dict[str, float]:
-    """CPU µs per lane of each part (acting: per lane-step)."""
+@njit(**kernel.JIT)
+def _periods(per_lane, passes, d, h, A, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c, obs, next_obs, actions, rewards,
+             terminated, done, valid, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok, actions_out, probs_out):
+    """``passes`` × every lane × ``per_lane`` periods of acting on the rollout's states and updating."""
+    T, no_grads = obs.shape[1], np.zeros((0, 0), np.float32)
+    scratch = kernel.learn_scratch(T, h, A, pa.shape[1], pc.shape[1])
+    for _ in range(passes):
+        for lane in range(obs.shape[0]):
+            for _ in range(per_lane):
+                for t in range(T):
+                    kernel.act_lane(lane, pa, obs[:, t], np.float32(0.5), t, d, h, A, relu, cache_h1, cache_h2,
+                                    cache_logits, cache_obs, cache_ok, actions_out, probs_out, True)
+                kernel.learn_lane(lane, T, d, h, A, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c, obs, next_obs,
+                                  actions, rewards, terminated, done, valid, cache_h1, cache_h2, cache_logits, cache_obs,
+                                  cache_ok, 0.99, 0.5, 0.0, 0.5, 7e-4, 7e-4, 0.9, 0.999, 1e-8, no_grads, no_grads, scratch)
+
+
+def _stepped_group(lanes: int):
+    """The learner group of a CartPole batch of independent lanes after 100 steps."""
     config = RLConfig(agents=2, seeds=lanes // 2, max_episodes=10**9, target=float("inf"), threads=1)
     batch = RLBatch(config, [("independent", seed) for seed in range(lanes // 2)])
     batch.reset()
     for _ in range(100):
         batch.step()
     (group,) = batch.pop.groups
+    return batch, group
+
+
+def blocking(lanes: int, block: int = 8) -> dict[int, list[float]]:
+    """CPU µs per lane-period, four repeats, with 1 and ``block`` periods per lane before the next."""
+    _, group = _stepped_group(lanes)
+    r, cache, (d, h, o, relu) = group.rollout, group.cache, group.dims
+    arrays = [a.copy() for a in group.arrays]
+    actions, probs = np.zeros(lanes, np.int64), np.zeros((lanes, o), np.float32)
+    obs = np.ascontiguousarray(r.obs)
+
+    def run(per_lane: int, passes: int) -> float:
+        start = time.process_time()
+        _periods(per_lane, passes, d, h, o, relu, *arrays, obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done,
+                 r.valid, *cache.values(), actions, probs)
+        return (time.process_time() - start) / (per_lane * passes * lanes) * 1e6
+
+    run(1, 1)  # compile or load
+    times: dict[int, list[float]] = {1: [], block: []}
+    for _ in range(4):
+        for per_lane in times:
+            times[per_lane].append(run(per_lane, 64 // per_lane))
+    return times
+
+
+def parts(lanes: int, repeats: int) -> dict[str, float]:
+    """CPU µs per lane of each part (acting: per lane-step)."""
+    batch, group = _stepped_group(lanes)
     r, cache, (d, h, o, relu) = group.rollout, group.cache, group.dims
     pa, pc, ma, va, mc, vc, steps_a, steps_c = (a.copy() for a in group.arrays)  # the batch stays as it was
     no_grads = np.zeros((0, 0), np.float32)
@@ -98,8 +147,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lanes", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--blocking", action="store_true", help="time 8 periods per lane before the next instead")
     args = parser.parse_args()
     for lanes in args.lanes:
+        if args.blocking:
+            times = blocking(lanes)
+            print(f"{lanes} lanes, CPU µs per lane-period: "
+                  + " | ".join(f"{k} per lane " + " ".join(f"{t:.1f}" for t in v) for k, v in times.items()), flush=True)
+            continue
         print(f"{lanes} lanes, CPU µs per lane and update: "
               + ", ".join(f"{k} {v:.2f}" for k, v in parts(lanes, args.repeats).items()), flush=True)
 
