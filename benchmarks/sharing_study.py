@@ -100,13 +100,15 @@ def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     """Per cell and variant: completion, IQM [CI] of both measures, P(fewer episodes than
-    independent) [CI] on both."""
+    independent) [CI] on both, and the wire's cost: the median run's traffic per agent (up and
+    down, every round until the run ended), in megabytes."""
     rows = []
     for (env, agents, population), cell in runs.groupby(["env", "agents", "population"], sort=False):
         alone = cell[cell["variant"] == BASELINE]
         for variant, g in sorted(cell.groupby("variant"), key=lambda item: ORDER.index(item[0])):
             row: dict[str, Any] = dict(env=env, agents=agents, population=population, variant=variant, runs=len(g),
-                                       all_completed=(g["agents_completed"] == agents).mean())
+                                       all_completed=(g["agents_completed"] == agents).mean(),
+                                       wire_mb_per_agent=((g["bits_up"] + g["bits_down"]) / agents).median() / 8e6)
             for column, name in MEASURES.items():
                 mid, lo, hi = iqm_ci(g[column])
                 row.update({f"{name} IQM": mid, f"{name} IQM lo": lo, f"{name} IQM hi": hi})
@@ -125,7 +127,7 @@ def verdict(row: pd.Series, name: str) -> str:
 
 def markdown(table: pd.DataFrame) -> str:
     lines = ["| env | agents | population | variant | all agents done | first agent: IQM [95 % CI] | P(better) [CI] | "
-             "every agent: IQM [95 % CI] | P(better) [CI] | sharing, first / every |", "|---" * 10 + "|"]
+             "every agent: IQM [95 % CI] | P(better) [CI] | sharing, first / every | MB per agent |", "|---" * 11 + "|"]
     for _, r in table.iterrows():
         cells = [r["env"], str(r["agents"]), r["population"], r["variant"], f"{r['all_completed']:.0%}"]
         for name in MEASURES.values():
@@ -133,6 +135,7 @@ def markdown(table: pd.DataFrame) -> str:
             cells.append("–" if r["variant"] == BASELINE else
                          f"{r[f'{name} P(better)']:.2f} [{r[f'{name} P lo']:.2f}–{r[f'{name} P hi']:.2f}]")
         cells.append("" if r["variant"] == BASELINE else " / ".join(verdict(r, name) for name in MEASURES.values()))
+        cells.append(f"{r['wire_mb_per_agent']:.3g}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -37,6 +37,17 @@ def test_a_cell_runs_every_variant_a_chunk_of_seeds_at_a_time_and_report_only_le
     assert not (tmp_path / "work" / "cartpole-2agents-rlcode").exists()
 
 
+def test_the_wire_column_is_the_median_runs_megabytes_per_agent():
+    runs = pd.DataFrame(dict(
+        env="cartpole", agents=2, population="homogeneous", variant=["independent"] * 3 + ["pd"] * 3,
+        agents_completed=2, mission_episodes=[10, 20, 30, 5, 15, 25], all_agents_episodes=[40, 50, 60, 30, 40, 50],
+        bits_up=[0, 0, 0, 8e6, 16e6, 40e6], bits_down=[0, 0, 0, 8e6, 16e6, 8e6]))
+    table = sharing_study.summarise(runs).set_index("variant")
+    # per agent: (8+8)/2 = 8 Mbit = 1 MB, (16+16)/2 = 2 MB, (40+8)/2 = 3 MB -> median 2 MB
+    assert table.loc["pd", "wire_mb_per_agent"] == 2.0 and table.loc["independent", "wire_mb_per_agent"] == 0.0
+    assert sharing_study.markdown(table.reset_index()).splitlines()[-1].endswith("| – / – | 2 |")
+
+
 def test_report_only_without_a_finished_cell_says_so(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match="no finished cell to report"):
         study(monkeypatch, tmp_path, "--populations", "widths", "--report-only")
