@@ -22,7 +22,7 @@ fewer episodes than independent agents on the same cell (both measures, with CIs
 to ``--work`` (resumable: rerun the same command), ``--chunk`` seeds per batch so that an 8-agent
 cell, hours of CPU, saves finished runs as it goes rather than only at the end of one batch (a
 run's results do not depend on its batch-mates), and each batch resumes from its last checkpoint
-(``frd.rl.checkpoint``, every 10 minutes); ``sharing_*`` CSVs and a PNG to ``--out``.
+(``frd.rl.checkpoint``, every 10 minutes); ``sharing_*`` CSVs and two PNGs to ``--out``.
 ``--report-only`` runs nothing and tabulates the cells already finished (the whole design is
 hours of CPU, so it is usually run a slice at a time).
 """
@@ -39,6 +39,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from frd.results import ResultStore  # noqa: E402
 from frd.rl.config import rl_config  # noqa: E402
@@ -170,6 +171,56 @@ def plot(table: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+FAMILIES = {"frl": ("o", "tab:blue"), "pd": ("s", "tab:orange"), "frd": ("^", "tab:green"), "mixfrd": ("D", "tab:red")}
+"""Method → marker and colour of the cost figure."""
+KNOB_LABELS = {"steps": "st", "better": "b", "steps+better": "st+b"}
+"""Knob → the short tag written beside its point in the cost figure."""
+
+
+def plot_cost(table: pd.DataFrame, path: Path) -> None:
+    """What sharing costs on the wire against what it buys: per (env, agents) panel, each
+    variant's MB per agent (log) against P(every agent done sooner than alone) with its CI; one
+    marker per method, filled for the homogeneous population and open for the others (tagged).
+    Variants that sent nothing (no round took place) have no place on the log axis; with none
+    left, no figure is written."""
+    shared = table[(table["variant"] != BASELINE) & (table["wire_mb_per_agent"] > 0)]
+    if shared.empty:
+        return
+    envs, counts = list(dict.fromkeys(shared["env"])), sorted(set(shared["agents"]))
+    fig, axes = plt.subplots(len(envs), len(counts), figsize=(6 * len(counts), 4.8 * len(envs)), squeeze=False,
+                             sharey=True)
+    for ax in axes.flat:
+        ax.set_axis_off()  # a cell not (yet) run stays blank
+    for (env, agents), cell in shared.groupby(["env", "agents"], sort=False):
+        ax = axes[envs.index(env)][counts.index(agents)]
+        ax.set_axis_on()
+        for _, r in cell.iterrows():
+            method, _, knob = r["variant"].partition(" ")
+            marker, colour = FAMILIES[method]
+            p = r["every agent P(better)"]
+            homogeneous = r["population"] == "homogeneous"
+            ax.errorbar(r["wire_mb_per_agent"], p, yerr=[[p - r["every agent P lo"]], [r["every agent P hi"] - p]],
+                        fmt=marker, color=colour, mfc=colour if homogeneous else "white", ms=6, capsize=2, alpha=0.8)
+            tag = "/".join(t for t in (KNOB_LABELS.get(knob, ""), "" if homogeneous else r["population"][0]) if t)
+            if tag:
+                ax.annotate(tag, (r["wire_mb_per_agent"], p), fontsize=6, xytext=(3, 2), textcoords="offset points")
+        ax.axhline(0.5, color="grey", lw=1, ls="--")
+        ax.set(xscale="log", ylim=(0, 1.02), title=f"{env}, {agents} agents", xlabel="MB per agent over a run (median)")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 3.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.grid(alpha=0.3)
+    for row in axes:
+        row[0].set_ylabel("P(every agent done sooner than alone)")
+    handles = [plt.Line2D([], [], marker=m, color=c, ls="", label=name) for name, (m, c) in FAMILIES.items()]
+    handles += [plt.Line2D([], [], marker="o", color="grey", mfc="white", ls="", label="open: w = widths, r = rlcode")]
+    handles += [plt.Line2D([], [], ls="", label="tags: st = fixed steps, b = better peers")]
+    fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=len(handles))
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=20)
@@ -199,6 +250,7 @@ def main() -> None:
     table.to_csv(args.out / "sharing_summary.csv", index=False)
     (args.out / "sharing_table.md").write_text(markdown(table))
     plot(table, args.out / "sharing.png")
+    plot_cost(table, args.out / "sharing_cost.png")
     print(markdown(table))
 
 

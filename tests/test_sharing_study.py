@@ -30,6 +30,8 @@ def test_a_cell_runs_every_variant_a_chunk_of_seeds_at_a_time_and_report_only_le
     table = pd.read_csv(tmp_path / "out" / "sharing_summary.csv")
     assert table["variant"].tolist() == sharing_study.ORDER
     assert (table["runs"] == 2).all() and table["first agent IQM"].between(1, 3).all()
+    assert (tmp_path / "out" / "sharing.png").exists()
+    assert not (tmp_path / "out" / "sharing_cost.png").exists()  # 3 episodes: no round, nothing sent
 
     (tmp_path / "out" / "sharing_summary.csv").unlink()
     study(monkeypatch, tmp_path, "--populations", "homogeneous", "rlcode", "--report-only")
@@ -37,7 +39,7 @@ def test_a_cell_runs_every_variant_a_chunk_of_seeds_at_a_time_and_report_only_le
     assert not (tmp_path / "work" / "cartpole-2agents-rlcode").exists()
 
 
-def test_the_wire_column_is_the_median_runs_megabytes_per_agent():
+def test_the_wire_column_is_the_median_runs_megabytes_per_agent(tmp_path):
     runs = pd.DataFrame(dict(
         env="cartpole", agents=2, population="homogeneous", variant=["independent"] * 3 + ["pd"] * 3,
         agents_completed=2, mission_episodes=[10, 20, 30, 5, 15, 25], all_agents_episodes=[40, 50, 60, 30, 40, 50],
@@ -46,6 +48,8 @@ def test_the_wire_column_is_the_median_runs_megabytes_per_agent():
     # per agent: (8+8)/2 = 8 Mbit = 1 MB, (16+16)/2 = 2 MB, (40+8)/2 = 3 MB -> median 2 MB
     assert table.loc["pd", "wire_mb_per_agent"] == 2.0 and table.loc["independent", "wire_mb_per_agent"] == 0.0
     assert sharing_study.markdown(table.reset_index()).splitlines()[-1].endswith("| – / – | 2 |")
+    sharing_study.plot_cost(table.reset_index(), tmp_path / "cost.png")
+    assert (tmp_path / "cost.png").stat().st_size > 0
 
 
 def test_report_only_without_a_finished_cell_says_so(monkeypatch, tmp_path):
