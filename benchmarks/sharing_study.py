@@ -231,7 +231,7 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=5,
                         help="seeds per batch: runs are saved as each batch of this many seeds finishes")
     parser.add_argument("--work", type=Path, default=Path("results/sharing_study"), help="raw runs (resumable)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="CSV summaries and the PNG")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="CSV summaries and the PNGs")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: tabulate the cells already finished in --work, leave out the rest")
