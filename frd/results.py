@@ -149,8 +149,8 @@ class ResultStore:
             raise ValueError("a finished run needs its runs row")
         rid = str(tables[RUNS_TABLE]["run_id"].iloc[0])
         where = tables[PROVENANCE_TABLE] if PROVENANCE_TABLE in tables else machine_provenance()
-        where = where.assign(run_id=rid, command=" ".join(sys.argv))
-        tables = {**tables, PROVENANCE_TABLE: where[["run_id", *where.columns[:-2], "command"]]}
+        row = {"run_id": rid, **where.iloc[0].to_dict(), "command": " ".join(sys.argv)}
+        tables = {**tables, PROVENANCE_TABLE: pd.DataFrame([row])}
         for name in [t for t in tables if t != RUNS_TABLE] + [RUNS_TABLE]:
             folder = self._parts(name)
             folder.mkdir(parents=True, exist_ok=True)
