@@ -29,10 +29,13 @@ hours of CPU, so it is usually run a slice at a time).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import itertools
+import os
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import matplotlib
 
@@ -63,6 +66,10 @@ PLAIN = ("independent", "frl", "pd", "frd", "mixfrd")
 ORDER = ["independent", "frl", *(m + suffix for m in ("pd", "frd") for suffix in KNOBS), "mixfrd"]
 """Rows of a cell in the tables and the figure."""
 MEASURES = {"mission_episodes": "first agent", "all_agents_episodes": "every agent"}
+RECORD = "sharing_runs.csv"
+CELL = ["env", "agents", "population"]
+KEY = [*CELL, "variant", "seed"]
+"""What identifies a run in the record."""
 
 
 def variants(population: str) -> list[tuple[str, tuple[str, ...], dict[str, Any]]]:
@@ -73,30 +80,93 @@ def variants(population: str) -> list[tuple[str, tuple[str, ...], dict[str, Any]
                                        for suffix, options in KNOBS.items() if options]
 
 
-def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -> pd.DataFrame | None:
-    """Every variant of one cell, resumed from ``--work``; their runs, labelled. Under
-    ``--report-only`` nothing runs, and a cell with an unfinished variant is left out (None)."""
-    frames = []
+FOLDERS = [folder for folder, _, _ in variants("homogeneous")]
+
+
+def labelled(methods: tuple[str, ...], folder: str) -> list[str]:
+    return [m if folder == "default" else f"{m} {folder}" for m in methods]
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold ``path`` + ``.lock`` exclusively: processes sharing a record merge one at a time."""
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def read_record(path: Path, max_episodes: int) -> pd.DataFrame:
+    """The runs recorded so far; a record of another episode cap is refused (its runs are not
+    comparable)."""
+    if not path.exists():
+        return pd.DataFrame(columns=[*KEY, "max_episodes"])
+    record = pd.read_csv(path)
+    caps = sorted(set(record["max_episodes"]))
+    if caps and caps != [max_episodes]:
+        raise SystemExit(f"sharing_study: {path} records runs capped at {caps[0]} episodes, not {max_episodes}; "
+                         "use another --out")
+    return record
+
+
+def merge_into_record(path: Path, runs: pd.DataFrame) -> None:
+    """Add finished runs to the record (a run already there stays as it is), atomically."""
+    with locked(path):
+        record = pd.read_csv(path) if path.exists() else runs.iloc[:0]
+        merged = pd.concat([record, runs], ignore_index=True).drop_duplicates(KEY, keep="first")
+        tmp = path.with_name(path.name + ".tmp")
+        merged.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+
+
+def consecutive(seeds: list[int], most: int) -> list[range]:
+    """``seeds`` (ascending) as ranges of consecutive seeds, each of at most ``most``: the batches
+    of a folder's runs missing from the record, whatever chunk size recorded the others."""
+    batches: list[range] = []
+    for s in seeds:
+        if batches and batches[-1].stop == s and len(batches[-1]) < most:
+            batches[-1] = range(batches[-1].start, s + 1)
+        else:
+            batches.append(range(s, s + 1))
+    return batches
+
+
+def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -> None:
+    """Run the seeds of one cell's chosen folders that the record lacks, at most ``--chunk`` seeds
+    per batch, merging each batch into the record as it finishes."""
+    record = read_record(args.out / RECORD, args.max_episodes)
+    cell = record[(record["env"] == env) & (record["agents"] == agents) & (record["population"] == population)]
+    have = set(zip(cell["variant"], cell["seed"]))
     for folder, methods, options in variants(population):
+        if folder not in args.variants:
+            continue
         config = rl_config(methods, env_id=ENVS[env], agents=agents, seeds=args.seeds, until="all",
                            max_episodes=args.max_episodes, **POPULATIONS[population], **options)
-        out = args.work / f"{env}-{agents}agents-{population}" / folder
-        if args.report_only:
-            if not (out / "runs.csv").exists():
-                print(f"--- {out}: not finished, cell left out", flush=True)
-                return None
-        else:
+        missing = [s for s in range(args.seeds) if any((v, s) not in have for v in labelled(methods, folder))]
+        for seeds in consecutive(missing, args.chunk):
+            out = args.work / f"{env}-{agents}agents-{population}" / folder / f"seeds{seeds[0]}-{seeds[-1]}"
             print(f"--- {out}: {', '.join(methods)}", flush=True)
-            for seeds in range(min(args.chunk, args.seeds), args.seeds + args.chunk, args.chunk):
-                run_experiment(replace(config, seeds=min(seeds, args.seeds)), out, progress=args.progress)
-        runs = ResultStore(out, config, config.resume_key()).read("runs")
-        runs = runs[runs["method"].isin(methods) & (runs["seed"] < args.seeds)]
-        if len(runs) < len(methods) * args.seeds:
-            print(f"--- {out}: {len(runs)} of {len(methods) * args.seeds} runs, cell left out", flush=True)
-            return None
-        suffix = "" if folder == "default" else f" {folder}"
-        frames.append(runs.assign(variant=runs["method"] + suffix))
-    return pd.concat(frames, ignore_index=True).assign(env=env, agents=agents, population=population)
+            batch = replace(config, first_seed=seeds[0], seeds=len(seeds))
+            run_experiment(batch, out, progress=args.progress)
+            runs = ResultStore(out, batch, batch.resume_key()).read("runs")
+            runs = runs.assign(variant=labelled(tuple(runs["method"]), folder), env=env, agents=agents,
+                               population=population, max_episodes=args.max_episodes)
+            merge_into_record(args.out / RECORD, runs)
+
+
+def finished_cells(record: pd.DataFrame, seeds: int) -> pd.DataFrame:
+    """The record's runs of the cells that have every variant's first ``seeds`` seeds, in the
+    study's order (environments, agent counts, populations)."""
+    frames = []
+    for env, agents, population in itertools.product(ENVS, sorted(set(record["agents"])), POPULATIONS):
+        runs = record[(record["env"] == env) & (record["agents"] == agents) & (record["population"] == population)
+                      & (record["seed"] < seeds)]
+        wanted = {(v, s) for folder, methods, _ in variants(population) for v in labelled(methods, folder)
+                  for s in range(seeds)}
+        if wanted <= set(zip(runs["variant"], runs["seed"])):
+            frames.append(runs)
+        elif not runs.empty:
+            print(f"--- {env}-{agents}agents-{population}: {len(runs)} of {len(wanted)} runs, left out", flush=True)
+    return pd.concat(frames, ignore_index=True) if frames else record.iloc[:0]
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
@@ -227,26 +297,31 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS))
     parser.add_argument("--agents", nargs="+", type=int, default=list(AGENTS))
     parser.add_argument("--populations", nargs="+", choices=list(POPULATIONS), default=list(POPULATIONS))
+    parser.add_argument("--variants", nargs="+", choices=FOLDERS, default=FOLDERS,
+                        help="which of a cell's folders to run: default = every method at the seed's protocol, "
+                             "the others PD and FRD with that knob")
     parser.add_argument("--max-episodes", type=int, default=1000, help="episode cap per agent")
     parser.add_argument("--chunk", type=int, default=5,
-                        help="seeds per batch: runs are saved as each batch of this many seeds finishes")
-    parser.add_argument("--work", type=Path, default=Path("results/sharing_study"), help="raw runs (resumable)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="CSV summaries and the PNGs")
+                        help="seeds per batch: each batch's runs enter the record as it finishes")
+    parser.add_argument("--work", type=Path, default=Path("results/sharing_study"),
+                        help="raw runs of the batches under way (resumable)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"),
+                        help="the record (sharing_runs.csv), CSV summaries and the PNGs")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     parser.add_argument("--report-only", action="store_true",
-                        help="run nothing: tabulate the cells already finished in --work, leave out the rest")
+                        help="run nothing: tabulate the cells the record holds in full")
     args = parser.parse_args()
     if args.chunk < 1:
         parser.error(f"--chunk must be at least 1, got {args.chunk}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    cells = [run_cell(env, agents, population, args)
-             for env, agents, population in itertools.product(args.envs, args.agents, args.populations)]
-    finished = [cell for cell in cells if cell is not None]
-    if not finished:
+    read_record(args.out / RECORD, args.max_episodes)  # a record of another cap: refused before anything runs
+    if not args.report_only:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for env, agents, population in itertools.product(args.envs, args.agents, args.populations):
+            run_cell(env, agents, population, args)
+    runs = finished_cells(read_record(args.out / RECORD, args.max_episodes), args.seeds)
+    if runs.empty:
         raise SystemExit("sharing_study: no finished cell to report")
-    runs = pd.concat(finished, ignore_index=True)
     table = summarise(runs)
-    runs.to_csv(args.out / "sharing_runs.csv", index=False)
     table.to_csv(args.out / "sharing_summary.csv", index=False)
     (args.out / "sharing_table.md").write_text(markdown(table))
     plot(table, args.out / "sharing.png")
