@@ -18,13 +18,18 @@ run until **every** agent completes its mission (``--until all``) or hits the ep
 
 Reported per cell and variant: the IQM of the episodes to the first agent's mission and to the
 last agent's, each with a 95 % stratified-bootstrap CI, and the probability that the variant needs
-fewer episodes than independent agents on the same cell (both measures, with CIs). Raw runs go
-to ``--work`` (resumable: rerun the same command), ``--chunk`` seeds per batch so that an 8-agent
-cell, hours of CPU, saves finished runs as it goes rather than only at the end of one batch (a
-run's results do not depend on its batch-mates), and each batch resumes from its last checkpoint
-(``frd.rl.checkpoint``, every 10 minutes); ``sharing_*`` CSVs and two PNGs to ``--out``.
-``--report-only`` runs nothing and tabulates the cells already finished (the whole design is
-hours of CPU, so it is usually run a slice at a time).
+fewer episodes than independent agents on the same cell (both measures, with CIs).
+
+The study's state is its record, ``--out/sharing_runs.csv``: every finished run of every cell,
+finished cells or not, merged in as each batch of ``--chunk`` seeds ends (a run's results do not
+depend on its batch-mates). Committed, it lets a fresh checkout go on where the last one
+stopped: seeds already in the record are not run again, and ``--report-only`` rebuilds the
+tables from it. The raw runs of a batch under way go to ``--work``, checkpointed every 10
+minutes (``frd.rl.checkpoint``) so that a rerun on the same machine resumes it. Several
+processes may share a study, even one folder: each batch is run by whichever process locks it
+first, and merges into the record under a lock; ``--variants`` picks some of a cell's folders.
+The report (``sharing_summary.csv``, ``sharing_table.md`` and two PNGs in ``--out``) covers every
+cell the record holds in full.
 """
 from __future__ import annotations
 
@@ -88,11 +93,17 @@ def labelled(methods: tuple[str, ...], folder: str) -> list[str]:
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold ``path`` + ``.lock`` exclusively: processes sharing a record merge one at a time."""
+def locked(path: Path, wait: bool = True) -> Iterator[bool]:
+    """Hold ``path`` + ``.lock`` exclusively (processes sharing a record merge one at a time, and
+    run different batches); whether it is held: without ``wait``, False if another process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
 
 
 def read_record(path: Path, max_episodes: int) -> pd.DataFrame:
@@ -130,27 +141,37 @@ def consecutive(seeds: list[int], most: int) -> list[range]:
     return batches
 
 
-def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -> None:
-    """Run the seeds of one cell's chosen folders that the record lacks, at most ``--chunk`` seeds
-    per batch, merging each batch into the record as it finishes."""
+def recorded(args: argparse.Namespace, env: str, agents: int, population: str) -> set[tuple[str, int]]:
+    """(variant, seed) of the cell's runs in the record."""
     record = read_record(args.out / RECORD, args.max_episodes)
     cell = record[(record["env"] == env) & (record["agents"] == agents) & (record["population"] == population)]
-    have = set(zip(cell["variant"], cell["seed"]))
+    return set(zip(cell["variant"], cell["seed"]))
+
+
+def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -> None:
+    """Run the seeds of one cell's chosen folders that the record lacks, at most ``--chunk`` seeds
+    per batch, merging each batch into the record as it finishes; a batch that another process
+    is running is left to it."""
     for folder, methods, options in variants(population):
         if folder not in args.variants:
             continue
         config = rl_config(methods, env_id=ENVS[env], agents=agents, seeds=args.seeds, until="all",
                            max_episodes=args.max_episodes, **POPULATIONS[population], **options)
+        have = recorded(args, env, agents, population)
         missing = [s for s in range(args.seeds) if any((v, s) not in have for v in labelled(methods, folder))]
         for seeds in consecutive(missing, args.chunk):
             out = args.work / f"{env}-{agents}agents-{population}" / folder / f"seeds{seeds[0]}-{seeds[-1]}"
-            print(f"--- {out}: {', '.join(methods)}", flush=True)
-            batch = replace(config, first_seed=seeds[0], seeds=len(seeds))
-            run_experiment(batch, out, progress=args.progress)
-            runs = ResultStore(out, batch, batch.resume_key()).read("runs")
-            runs = runs.assign(variant=labelled(tuple(runs["method"]), folder), env=env, agents=agents,
-                               population=population, max_episodes=args.max_episodes)
-            merge_into_record(args.out / RECORD, runs)
+            with locked(out, wait=False) as mine:
+                have = recorded(args, env, agents, population)
+                if not mine or all((v, s) in have for v in labelled(methods, folder) for s in seeds):
+                    continue
+                print(f"--- {out}: {', '.join(methods)}", flush=True)
+                batch = replace(config, first_seed=seeds[0], seeds=len(seeds))
+                run_experiment(batch, out, progress=args.progress)
+                runs = ResultStore(out, batch, batch.resume_key()).read("runs")
+                runs = runs.assign(variant=labelled(tuple(runs["method"]), folder), env=env, agents=agents,
+                                   population=population, max_episodes=args.max_episodes)
+                merge_into_record(args.out / RECORD, runs)
 
 
 def finished_cells(record: pd.DataFrame, seeds: int) -> pd.DataFrame:

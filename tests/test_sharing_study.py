@@ -76,6 +76,19 @@ def test_only_the_seeds_the_record_lacks_run_in_the_chosen_folders_and_a_partial
                                   record.reset_index(drop=True))
 
 
+def test_a_batch_another_process_holds_is_left_to_it(monkeypatch, tmp_path):
+    batches = spy_on_batches(monkeypatch)
+    held = tmp_path / "work" / "cartpole-2agents-rlcode" / "steps" / "seeds0-0"
+    with sharing_study.locked(held, wait=False) as mine:
+        assert mine
+        with sharing_study.locked(held, wait=False) as theirs:
+            assert not theirs
+        with pytest.raises(SystemExit, match="no finished cell to report"):
+            study(monkeypatch, tmp_path, "--populations", "rlcode", "--variants", "steps", "--chunk", "1")
+    assert batches == [("steps", 1, 1)]
+    assert sorted(set(pd.read_csv(tmp_path / "out" / "sharing_runs.csv")["seed"])) == [1]
+
+
 def test_consecutive_seeds_are_batched_up_to_the_chunk():
     assert sharing_study.consecutive([0, 1, 2, 3, 5, 6, 9], 3) == [range(0, 3), range(3, 4), range(5, 7), range(9, 10)]
     assert sharing_study.consecutive([], 5) == []
