@@ -21,8 +21,9 @@ last agent's, each with a 95 % stratified-bootstrap CI, and the probability that
 fewer episodes than independent agents on the same cell (both measures, with CIs).
 
 The study's state is its record, ``--out/sharing_runs.csv``: every finished run of every cell,
-finished cells or not, merged in as each batch of ``--chunk`` seeds ends (a run's results do not
-depend on its batch-mates). Committed, it lets a fresh checkout go on where the last one
+finished cells or not, with where it computed (package versions, code hash, CPU; runs recorded
+before 2026-12-02 lack them), merged in as each batch of ``--chunk`` seeds ends (a run's results
+do not depend on its batch-mates). Committed, it lets a fresh checkout go on where the last one
 stopped: seeds already in the record are not run again, and ``--report-only`` rebuilds the
 tables from it. The raw runs of a batch under way go to ``--work``, checkpointed every 10
 minutes (``frd.rl.checkpoint``) so that a rerun on the same machine resumes it. Several
@@ -168,10 +169,12 @@ def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -
                 print(f"--- {out}: {', '.join(methods)}", flush=True)
                 batch = replace(config, first_seed=seeds[0], seeds=len(seeds))
                 run_experiment(batch, out, progress=args.progress)
-                runs = ResultStore(out, batch, batch.resume_key()).read("runs")
+                store = ResultStore(out, batch, batch.resume_key())
+                runs = store.read("runs")
                 runs = runs.assign(variant=labelled(tuple(runs["method"]), folder), env=env, agents=agents,
                                    population=population, max_episodes=args.max_episodes)
-                merge_into_record(args.out / RECORD, runs)
+                merge_into_record(args.out / RECORD, runs.merge(store.read("provenance").drop(columns="command"),
+                                                                on="run_id", how="left"))
 
 
 def finished_cells(record: pd.DataFrame, seeds: int) -> pd.DataFrame:

@@ -43,6 +43,7 @@ def test_a_cell_runs_every_variant_a_chunk_of_seeds_at_a_time_into_the_record_wh
     assert not (tmp_path / "out" / "sharing_cost.png").exists()  # 3 episodes: no round, nothing sent
     record = pd.read_csv(tmp_path / "out" / "sharing_runs.csv")
     assert len(record) == 2 * len(sharing_study.ORDER) and (record["max_episodes"] == 3).all()
+    assert record["code"].str.fullmatch("[0-9a-f]{16}").all() and record["torch"].notna().all()  # where it ran
 
     # a fresh checkout: the record committed, the raw runs gone; nothing runs again, same report
     shutil.rmtree(tmp_path / "work")
