@@ -235,14 +235,20 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def blank_panels(rows: int, cols: int, **kwargs: Any) -> tuple[Any, Any]:
+    """A grid of panels, each blank until drawn on (``set_axis_on``): a cell not yet run stays blank."""
+    fig, axes = plt.subplots(rows, cols, squeeze=False, **kwargs)
+    for ax in axes.flat:
+        ax.set_axis_off()
+    return fig, axes
+
+
 def plot(table: pd.DataFrame, path: Path) -> None:
     """P(fewer episodes than independent) for every agent to complete, with its CI: one panel per
     (env, population), a row per env, one marker per agent count; right of 0.5 sharing helps."""
     envs, populations = list(dict.fromkeys(table["env"])), list(dict.fromkeys(table["population"]))
-    fig, axes = plt.subplots(len(envs), len(populations), figsize=(4.2 * len(populations), 4.5 * len(envs)),
-                             sharex=True, squeeze=False)
-    for ax in axes.flat:
-        ax.set_axis_off()  # a cell not (yet) run stays blank
+    fig, axes = blank_panels(len(envs), len(populations), figsize=(4.2 * len(populations), 4.5 * len(envs)),
+                             sharex=True)
     for (env, population), cell in table.groupby(["env", "population"], sort=False):
         ax = axes[envs.index(env)][populations.index(population)]
         ax.set_axis_on()
@@ -281,10 +287,7 @@ def plot_cost(table: pd.DataFrame, path: Path) -> None:
     if shared.empty:
         return
     envs, counts = list(dict.fromkeys(shared["env"])), sorted(set(shared["agents"]))
-    fig, axes = plt.subplots(len(envs), len(counts), figsize=(6 * len(counts), 4.8 * len(envs)), squeeze=False,
-                             sharey=True)
-    for ax in axes.flat:
-        ax.set_axis_off()  # a cell not (yet) run stays blank
+    fig, axes = blank_panels(len(envs), len(counts), figsize=(6 * len(counts), 4.8 * len(envs)), sharey=True)
     for (env, agents), cell in shared.groupby(["env", "agents"], sort=False):
         ax = axes[envs.index(env)][counts.index(agents)]
         ax.set_axis_on()
