@@ -3,7 +3,8 @@
 Default recipe ``nstep``: n-step A2C, n = 8, Adam 7e-4, γ = 0.99, value weight 0.5, no entropy
 bonus, per-lane gradient clip 0.5, tanh, bootstrapped at truncation but not at termination.
 Recipe ``rlcode``: the one-step TD recipe the 490 rule comes from (actor 1e-3, critic 5e-3,
-−100 reward at a failure), offered for comparison.
+−100 reward at a failure), offered for comparison. A failure is a termination only where the env
+says so (``FAILING_TERMINATIONS``): Acrobot's termination is its goal.
 """
 from __future__ import annotations
 
@@ -30,13 +31,25 @@ class A2CConfig:
     value_coef: float = 0.5          # weight of the critic's squared error
     entropy_coef: float = 0.0        # entropy bonus
     max_grad_norm: float | None = 0.5  # per-lane clip over actor and critic gradients; None = off
-    failure_reward: float | None = None  # training reward at a failure (termination); None = env's
+    failure_reward: float | None = None  # training reward at a failure (termination); None = env's (see for_env)
+
+
+FAILING_TERMINATIONS = frozenset({"CartPole-v1"})
+"""Envs whose every termination is a failure (the pole fell), the only ones where a recipe's
+``failure_reward`` replaces the reward [inferred: the rlcode recipe is CartPole's]. Elsewhere the
+env's own reward stays: Acrobot-v1 and MountainCar-v0 terminate at their goal, LunarLander-v3 at a
+crash or at rest, which its own ±100 tells apart."""
 
 
 RECIPES = {
     "nstep": A2CConfig(),
     "rlcode": A2CConfig(n_steps=1, actor_lr=1e-3, critic_lr=5e-3, max_grad_norm=None, failure_reward=-100.0),
 }
+
+
+def for_env(config: A2CConfig, env_id: str) -> A2CConfig:
+    """``config`` as it trains on ``env_id``: no failure reward where a termination is not a failure."""
+    return config if env_id in FAILING_TERMINATIONS else replace(config, failure_reward=None)
 
 
 def recipe(name: str, **overrides) -> A2CConfig:

@@ -6,6 +6,7 @@ from torch import nn
 
 from agents.a2c import A2CPopulation, recipe
 from agents.stacked import LaneAdam, StackedMLP, clip_per_lane
+from frd.rl.config import rl_config
 
 
 def _modules(stacked, lane: int) -> nn.Sequential:
@@ -329,3 +330,22 @@ def test_a_lane_that_stops_mid_rollout_learns_the_same_without_acting_while_stop
     assert skipping.actor_opt.steps[0] == 1
     for net in ("actor", "critic"):
         assert torch.equal(getattr(skipping, net).data, getattr(acting, net).data)
+
+
+@pytest.mark.parametrize("env_id, trained_on", [("CartPole-v1", -100.0), ("Acrobot-v1", 0.0), ("MountainCar-v0", 0.0)])
+def test_the_rlcode_failure_reward_replaces_a_termination_only_where_it_is_a_failure(env_id, trained_on):
+    """CartPole terminates when the pole falls; Acrobot and MountainCar at their goal, whose
+    reward (0, against −1 a step) must reach the learner, not −100."""
+    config = rl_config("independent", env_id=env_id, recipe="rlcode")
+    pop = A2CPopulation([0], 6, 3, config.agent_configs()[0])
+    stored = []
+    pop.rollout.add = lambda obs, actions, rewards, *rest: stored.append(rewards.copy())
+    pop.learn = lambda: None
+    obs = np.zeros((1, 6), np.float32)
+    pop.observe(obs, np.zeros(1, np.int64), np.zeros(1, np.float32), obs, np.array([True]), np.array([False]),
+                np.array([True]))
+    assert stored[0].tolist() == [trained_on]
+    # runs saved before the env decided (−100 everywhere) are not resumed as if they were these
+    marked = "failure_reward" in config.resume_key().common
+    assert marked == (env_id != "CartPole-v1")
+    assert "failure_reward" not in rl_config("independent", env_id=env_id).resume_key().common

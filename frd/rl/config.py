@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
-from agents.a2c import A2CConfig, recipe
+from agents.a2c import A2CConfig, for_env, recipe
 from agents.spec import AgentSpec, agent_configs, parse_agent_spec
 from agents.stacked import ACTIVATIONS
 from envs.lanes import check_env_id
@@ -51,8 +51,10 @@ class RLConfig:
     options: Mapping[str, Any] = field(default_factory=dict)  # method → its options; absent: defaults
 
     def agent_configs(self) -> list[A2CConfig]:
-        """Each agent's A2C config: its ``agent_spec`` entry over the common recipe, width and activation."""
-        return agent_configs(self.agent_spec, self.agents, self.recipe, self.hidden, self.activation)
+        """Each agent's A2C config: its ``agent_spec`` entry over the common recipe, width and
+        activation, as it trains on this env (``agents.a2c.for_env``)."""
+        return [for_env(c, self.env_id) for c in agent_configs(self.agent_spec, self.agents, self.recipe,
+                                                                 self.hidden, self.activation)]
 
     def run_setup(self, observation_space: Any, n_actions: int, seed: int) -> RunSetup:
         """What a method sees of one run before it starts (its checks, its strategy)."""
@@ -97,6 +99,9 @@ class RLConfig:
         threads) and each method's resolved options."""
         common = {k: v for k, v in asdict(self).items() if k not in ("seeds", "methods", "threads", "options")
                   and not (k in ADDED_LATER and v == ADDED_LATER[k])}
+        recipes = agent_configs(self.agent_spec, self.agents, self.recipe, self.hidden, self.activation)
+        if any(c.failure_reward != e.failure_reward for c, e in zip(recipes, self.agent_configs())):
+            common["failure_reward"] = "none: a termination is not a failure here"  # runs before 2026-12-02 had −100
         return ResumeKey(common, {m: options_key(self.options_for(m)) for m in self.methods})
 
 
