@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import fcntl
 import itertools
-import os
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -50,7 +49,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from frd.results import ResultStore  # noqa: E402
+from frd.results import ResultStore, atomic_write_csv  # noqa: E402
 from frd.rl.config import rl_config  # noqa: E402
 from frd.rl.experiment import run_experiment  # noqa: E402
 from frd.rl.summary import BASELINE  # noqa: E402
@@ -73,8 +72,7 @@ ORDER = ["independent", "frl", *(m + suffix for m in ("pd", "frd") for suffix in
 """Rows of a cell in the tables and the figure."""
 MEASURES = {"mission_episodes": "first agent", "all_agents_episodes": "every agent"}
 RECORD = "sharing_runs.csv"
-CELL = ["env", "agents", "population"]
-KEY = [*CELL, "variant", "seed"]
+KEY = ["env", "agents", "population", "variant", "seed"]
 """What identifies a run in the record."""
 
 
@@ -124,10 +122,7 @@ def merge_into_record(path: Path, runs: pd.DataFrame) -> None:
     """Add finished runs to the record (a run already there stays as it is), atomically."""
     with locked(path):
         record = pd.read_csv(path) if path.exists() else runs.iloc[:0]
-        merged = pd.concat([record, runs], ignore_index=True).drop_duplicates(KEY, keep="first")
-        tmp = path.with_name(path.name + ".tmp")
-        merged.to_csv(tmp, index=False)
-        os.replace(tmp, path)
+        atomic_write_csv(pd.concat([record, runs], ignore_index=True).drop_duplicates(KEY, keep="first"), path)
 
 
 def consecutive(seeds: list[int], most: int) -> list[range]:
@@ -142,10 +137,13 @@ def consecutive(seeds: list[int], most: int) -> list[range]:
     return batches
 
 
+def cell_runs(record: pd.DataFrame, env: str, agents: int, population: str) -> pd.DataFrame:
+    return record[(record["env"] == env) & (record["agents"] == agents) & (record["population"] == population)]
+
+
 def recorded(args: argparse.Namespace, env: str, agents: int, population: str) -> set[tuple[str, int]]:
     """(variant, seed) of the cell's runs in the record."""
-    record = read_record(args.out / RECORD, args.max_episodes)
-    cell = record[(record["env"] == env) & (record["agents"] == agents) & (record["population"] == population)]
+    cell = cell_runs(read_record(args.out / RECORD, args.max_episodes), env, agents, population)
     return set(zip(cell["variant"], cell["seed"]))
 
 
@@ -182,8 +180,8 @@ def finished_cells(record: pd.DataFrame, seeds: int) -> pd.DataFrame:
     study's order (environments, agent counts, populations)."""
     frames = []
     for env, agents, population in itertools.product(ENVS, sorted(set(record["agents"])), POPULATIONS):
-        runs = record[(record["env"] == env) & (record["agents"] == agents) & (record["population"] == population)
-                      & (record["seed"] < seeds)]
+        runs = cell_runs(record, env, agents, population)
+        runs = runs[runs["seed"] < seeds]
         wanted = {(v, s) for folder, methods, _ in variants(population) for v in labelled(methods, folder)
                   for s in range(seeds)}
         if wanted <= set(zip(runs["variant"], runs["seed"])):
