@@ -29,11 +29,13 @@ from frd.rl.runner import RLBatch
 
 @njit(**kernel.JIT)
 def _critic_forwards(pc, obs, d, h, repeats):
-    h1, h2, value = np.empty((9, h), np.float32), np.empty((9, h), np.float32), np.empty(1, np.float32)
+    h1, h2, values = np.empty((9, h), np.float32), np.empty((9, h), np.float32), np.empty((9, 1), np.float32)
+    states = np.empty((9, d), np.float32)
     for _ in range(repeats):
         for lane in range(pc.shape[0]):
             for t in range(9):
-                kernel._forward(pc[lane], d, h, 1, obs[lane, t % 8], h1[t], h2[t], value, False)
+                states[t] = obs[lane, t % 8]
+            kernel._forward_rows(pc[lane], d, h, 1, states, h1, h2, values, False)
 
 
 @njit(**kernel.JIT)
@@ -42,7 +44,7 @@ def _backwards(p, obs, h1, h2, d, h, o, repeats):
     dh1, dh2 = np.empty((8, h), np.float32), np.empty((8, h), np.float32)
     for _ in range(repeats):
         for lane in range(p.shape[0]):
-            kernel._backward(p[lane], grad, d, h, o, obs[lane], h1[lane], h2[lane], dout, dh1, dh2, 8, False)
+            kernel._backward(p[lane], grad, d, h, o, obs[lane], h1[lane], h2[lane], dout, dh1, dh2, False)
 
 
 @njit(**kernel.JIT)
@@ -50,7 +52,7 @@ def _adams(p, m, v, repeats):
     grad = np.full(p.shape[1], 1e-3, np.float32)
     for _ in range(repeats):
         for lane in range(p.shape[0]):
-            kernel._adam(p[lane], grad, m[lane], v[lane], 10.0, 7e-4, 0.9, 0.999, 1e-8)
+            kernel._adam(p[lane], grad, np.float32(1.0), m[lane], v[lane], 10.0, 7e-4, 0.9, 0.999, 1e-8)
 
 
 @njit(**kernel.JIT)
@@ -58,7 +60,7 @@ def _periods(per_lane, passes, d, h, A, relu, pa, pc, ma, va, mc, vc, steps_a, s
              terminated, done, valid, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok, actions_out, probs_out):
     """``passes`` × every lane × ``per_lane`` periods of acting on the rollout's states and updating."""
     T, no_grads = obs.shape[1], np.zeros((0, 0), np.float32)
-    scratch = kernel.learn_scratch(T, h, A, pa.shape[1], pc.shape[1])
+    scratch = kernel.learn_scratch(T, d, h, A, pa.shape[1], pc.shape[1])
     for _ in range(passes):
         for lane in range(obs.shape[0]):
             for _ in range(per_lane):

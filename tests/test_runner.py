@@ -192,3 +192,13 @@ def test_other_envs_run_with_their_documented_mission(env, target, tmp_path):
                  "--period", "1", "--hidden", "8", "--grid", "3", "--no-progress", "--out", str(out)]) == 0
     assert json.loads((out / "config.json").read_text())["config"]["target"] == target
     assert len(pd.read_csv(out / "episodes.csv")) == 2 * 2 * 2
+
+
+def test_a_batch_keeps_blas_on_one_thread():
+    """The update's matrix products (numba's np.dot → OpenBLAS) must not split over threads."""
+    import threadpoolctl
+
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        RLBatch(RLConfig(agents=1, seeds=1, max_episodes=2), [("independent", 0)])
+        blas = threadpoolctl.threadpool_info()
+        assert blas and all(lib["num_threads"] == 1 for lib in blas if lib["user_api"] == "blas")

@@ -98,7 +98,7 @@ def period(n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
     reward = np.empty(1, np.float32)
     terminated = np.empty(1, np.bool_)
     truncated = np.empty(1, np.bool_)
-    scratch = kernel.learn_scratch(n, h, o, pa.shape[1], pc.shape[1])
+    scratch = kernel.learn_scratch(n, d, h, o, pa.shape[1], pc.shape[1])
     no_grads = np.zeros((0, 0), np.float32)
     c = constants
     events = 0

@@ -9,6 +9,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
+import threadpoolctl
 import torch
 
 from agents.grouped import GroupedPopulation
@@ -111,6 +112,9 @@ class RLBatch:
     def _configure_torch(self) -> None:
         torch.set_num_threads(self.config.threads)
         torch.set_flush_denormal(True)  # denormal weights and moments would slow every op
+        # the kernels' matrix products (agents.kernel) on one BLAS thread: lane after lane, and a
+        # summation order that no thread split can change
+        threadpoolctl.threadpool_limits(1, user_api="blas")
 
     def __setstate__(self, state: dict) -> None:
         """Unpickled (``BatchCheckpoint``): torch's process settings are not part of the state."""
