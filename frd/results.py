@@ -59,12 +59,16 @@ def source_hash(packages: tuple[str, ...] = SOURCE_PACKAGES, root: Path = REPO_R
 
 def machine_provenance() -> pd.DataFrame:
     """Where a run computes (one row): package versions, ``code`` (the first 16 hex digits of
-    :func:`source_hash`) and ``cpu``, the target numba compiles the RL kernels for: their floats
-    are exact on one target and may differ in the last bits on another (AVX-512 against AVX2).
-    A Ray task adds it to the tables it returns, so the row describes the worker."""
+    :func:`source_hash`), ``cpu``, the target numba compiles the RL kernels for, and
+    ``cpu_features``, a digest of the instruction-set features it compiles with (two machines
+    both named "rocketlake" gave different CartPole episodes from one commit): the floats are
+    exact on one machine and may differ in the last bits on another. A Ray task adds it to the
+    tables it returns, so the row describes the worker."""
     from llvmlite import binding  # numba's compiler; imported here, where it is needed
 
-    return pd.DataFrame([{**package_versions(), "code": source_hash()[:16], "cpu": binding.get_host_cpu_name()}])
+    features = hashlib.sha256(binding.get_host_cpu_features().flatten().encode()).hexdigest()[:12]
+    return pd.DataFrame([{**package_versions(), "code": source_hash()[:16], "cpu": binding.get_host_cpu_name(),
+                          "cpu_features": features}])
 
 
 def atomic_write_text(path: Path, text: str) -> None:

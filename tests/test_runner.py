@@ -74,6 +74,7 @@ def test_same_seed_gives_identical_episodes_csv(tmp_path):
     provenance = pd.read_csv(tmp_path / "a" / "provenance.csv", dtype=str)
     assert len(provenance) == 2 and provenance["code"].str.fullmatch("[0-9a-f]{16}").all()
     assert provenance["code"].nunique() == 1 and (provenance["cpu"] != "").all() and provenance["numba"].notna().all()
+    assert provenance["cpu_features"].str.fullmatch("[0-9a-f]{12}").all()
 
 
 def test_source_hash_changes_with_any_source_and_only_with_sources(tmp_path):
