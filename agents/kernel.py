@@ -28,14 +28,50 @@ kernels by CPU.
 """
 from __future__ import annotations
 
+import hashlib
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numba import njit
+from numba.core import caching
 
 FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
 JIT: dict[str, Any] = dict(cache=True, error_model="numpy", fastmath=FASTMATH, boundscheck=False)
+
+REPO = Path(__file__).resolve().parent.parent
+JIT_SOURCES = tuple(REPO / path for path in ("agents/kernel.py", "envs/lanes.py", "envs/acrobot.py", "frd/rl/fused.py"))
+"""The files whose numba functions others inline (``frd.rl.fused.period`` inlines this module's
+and the CartPole step's): every cached function of the repository is stamped with all of them."""
+
+
+class _StampedWithJitSources:
+    """numba stamps a cached function with its own file only, so a function that inlines kernels
+    of another file kept running their old code from the cache after those changed (seen: the
+    fused period disagreeing with the lockstep runner after an edit of this file alone)."""
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not Path(py_file).resolve().is_relative_to(REPO):
+            return None
+        return super().from_function(py_func, py_file)
+
+    def get_source_stamp(self):
+        own = super().get_source_stamp()
+        return own, tuple(hashlib.sha256(path.read_bytes()).digest() for path in JIT_SOURCES)
+
+
+class _InTreeLocator(_StampedWithJitSources, caching.InTreeCacheLocator):
+    pass
+
+
+class _UserProvidedLocator(_StampedWithJitSources, caching.UserProvidedCacheLocator):
+    pass
+
+
+if _InTreeLocator not in caching.CacheImpl._locator_classes:
+    caching.CacheImpl._locator_classes[:0] = [_UserProvidedLocator, _InTreeLocator]  # numba's order: user dir first
 
 
 @njit(**JIT)
@@ -323,7 +359,7 @@ def learn_lane(lane, T, d, h, A, relu,
     are marked stale afterwards (the weights changed).
     """
     Pa, Pc = pa.shape[1], pc.shape[1]
-    (ga, gc, states, c_h1, c_h2, c_out, next_values, returns, logp, dlogits, dvalue, dh1, dh2,
+    (ga, gc, states, c_h1, c_h2, c_out, next_values, returns, e_k, dlogits, dvalue, dh1, dh2,
      x1, x1_h1, x1_h2, x1_out) = scratch
     count = np.float32(0.0)
     for t in range(T):
@@ -373,19 +409,20 @@ def learn_lane(lane, T, d, h, A, relu,
             m = max(m, logits[k])
         s = np.float32(0.0)
         for k in range(A):
-            logp[k] = np.float32(math.exp(logits[k] - m))
-            s += logp[k]
+            e_k[k] = np.float32(math.exp(logits[k] - m))
+            s += e_k[k]
         advantage = returns[t] - c_out[t, 0]
         for k in range(A):
-            dlogits[t, k] = w * advantage * (logp[k] / s)
+            dlogits[t, k] = w * advantage * (e_k[k] / s)  # π_k · A: no log or second exp needed
         if entropy_coef != 0:
             log_s = np.float32(math.log(s))
             ent = np.float32(0.0)
             for k in range(A):
-                logp[k] = logits[k] - m - log_s
-                ent += np.float32(math.exp(logp[k])) * logp[k]
+                logp = logits[k] - m - log_s
+                ent += np.float32(math.exp(logp)) * logp
             for k in range(A):
-                dlogits[t, k] += w * np.float32(entropy_coef) * np.float32(math.exp(logp[k])) * (logp[k] - ent)
+                logp = logits[k] - m - log_s
+                dlogits[t, k] += w * np.float32(entropy_coef) * np.float32(math.exp(logp)) * (logp - ent)
         dlogits[t, actions[lane, t]] -= w * advantage
         dvalue[t, 0] = w * np.float32(value_coef) * np.float32(2.0) * (c_out[t, 0] - returns[t])
     X = obs[lane, :T]
