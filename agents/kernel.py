@@ -15,7 +15,7 @@ Acting is one state at a time (hand-written loops, ``_forward``). The update wor
 rollout at once: the critic's forward over its T + 1 states, each weight gradient (Hᵀ·D) and
 each back-propagation (D·Wᵀ) is one matrix product, done by BLAS (OpenBLAS through scipy, as
 numba's ``np.dot`` calls it; 1.7× faster than the loops it replaced, issue 13). The runner
-keeps BLAS on one thread (``frd.rl.runner``), so each product's summation order is fixed by
+keeps BLAS on one thread (``one_blas_thread``), so each product's summation order is fixed by
 its shape, the same for every lane.
 
 Floating point: float32 storage and arithmetic as in torch; ``fastmath`` allows FMA
@@ -68,6 +68,16 @@ class _InTreeLocator(_StampedWithJitSources, caching.InTreeCacheLocator):
 
 class _UserProvidedLocator(_StampedWithJitSources, caching.UserProvidedCacheLocator):
     pass
+
+
+def one_blas_thread() -> None:
+    """Keep the BLAS that ``np.dot`` calls here on one thread: lane after lane, and a summation
+    order that no thread split can change. scipy's OpenBLAS, which numba calls, is loaded first,
+    since a limit reaches only the libraries already loaded (numba loads it at its first product)."""
+    import scipy.linalg.cython_blas  # noqa: F401
+    import threadpoolctl
+
+    threadpoolctl.threadpool_limits(1, user_api="blas")
 
 
 if _InTreeLocator not in caching.CacheImpl._locator_classes:

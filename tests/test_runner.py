@@ -1,4 +1,8 @@
 """The RL runner: barrier, cap, lane independence, reproducibility and resume (tiny budgets)."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -196,10 +200,19 @@ def test_other_envs_run_with_their_documented_mission(env, target, tmp_path):
 
 
 def test_a_batch_keeps_blas_on_one_thread():
-    """The update's matrix products (numba's np.dot → OpenBLAS) must not split over threads."""
-    import threadpoolctl
-
-    with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        RLBatch(RLConfig(agents=1, seeds=1, max_episodes=2), [("independent", 0)])
-        blas = threadpoolctl.threadpool_info()
-        assert blas and all(lib["num_threads"] == 1 for lib in blas if lib["user_api"] == "blas")
+    """The update's matrix products (numba's np.dot → scipy's OpenBLAS, loaded at the first
+    product, after the batch is built) must not split over threads. A fresh process, so that
+    scipy's BLAS is not loaded before the batch; OpenBLAS asked for 2 threads."""
+    code = (
+        "import threadpoolctl\n"
+        "from frd.rl.config import RLConfig\n"
+        "from frd.rl.runner import RLBatch\n"
+        "b = RLBatch(RLConfig(agents=1, seeds=1, max_episodes=2), [('independent', 0)])\n"
+        "b.reset()\n"
+        "for _ in range(20):\n"
+        "    b.step()\n"
+        "blas = [lib for lib in threadpoolctl.threadpool_info() if lib['user_api'] == 'blas']\n"
+        "print(any('/scipy' in lib['filepath'] for lib in blas), max(lib['num_threads'] for lib in blas))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "OPENBLAS_NUM_THREADS": "2"}).stdout.split()
+    assert out == ["True", "1"]

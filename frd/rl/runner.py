@@ -9,9 +9,9 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
-import threadpoolctl
 import torch
 
+from agents import kernel
 from agents.grouped import GroupedPopulation
 from envs.lanes import RESET_BLOCK, CartPoleLanes, make_lanes
 from frd.channel import make_channel
@@ -112,9 +112,7 @@ class RLBatch:
     def _configure_torch(self) -> None:
         torch.set_num_threads(self.config.threads)
         torch.set_flush_denormal(True)  # denormal weights and moments would slow every op
-        # the kernels' matrix products (agents.kernel) on one BLAS thread: lane after lane, and a
-        # summation order that no thread split can change
-        threadpoolctl.threadpool_limits(1, user_api="blas")
+        kernel.one_blas_thread()
 
     def __setstate__(self, state: dict) -> None:
         """Unpickled (``BatchCheckpoint``): torch's process settings are not part of the state."""
