@@ -9,7 +9,7 @@ from agents.stacked import LaneAdam, StackedMLP, clip_per_lane
 from frd.rl.config import rl_config
 
 
-def _modules(stacked, lane: int) -> nn.Sequential:
+def _modules(stacked, lane: int, activation: str = "tanh") -> nn.Sequential:
     """Separate nn.Module copy of one lane of a StackedMLP."""
     layers = []
     for i, (w, b) in enumerate(zip(stacked.weights, stacked.biases)):
@@ -17,7 +17,8 @@ def _modules(stacked, lane: int) -> nn.Sequential:
         with torch.no_grad():
             lin.weight.copy_(w[lane].T)
             lin.bias.copy_(b[lane, 0])
-        layers += [lin, nn.Tanh()] if i < len(stacked.weights) - 1 else [lin]
+        hidden = nn.Tanh() if activation == "tanh" else nn.ReLU()
+        layers += [lin, hidden] if i < len(stacked.weights) - 1 else [lin]
     return nn.Sequential(*layers)
 
 
@@ -206,19 +207,19 @@ def _flat_params(module: nn.Sequential) -> torch.Tensor:
     return torch.cat(parts)
 
 
-def _acted_rollout(pop: A2CPopulation, rng: np.random.Generator, valid_share: float = 0.8) -> None:
+def _acted_rollout(pop: A2CPopulation, rng: np.random.Generator, valid_share: float = 0.8, obs_dim: int = 4) -> None:
     """A full rollout acted by the population (so the update reuses acting's activations), with
     terminations and truncations mid-rollout and lanes sitting out steps; not yet learned."""
     L, cfg = pop.lanes, pop.config
     for _ in range(cfg.n_steps):
-        obs = rng.normal(size=(L, 4)).astype(np.float32)
+        obs = rng.normal(size=(L, obs_dim)).astype(np.float32)
         actions, _ = pop.act(obs)
         term = rng.random(L) < 0.2
         trunc = (~term) & (rng.random(L) < 0.2)
         rewards = rng.random(L).astype(np.float32)
         if cfg.failure_reward is not None:
             rewards = np.where(term, np.float32(cfg.failure_reward), rewards)
-        pop.rollout.add(obs, actions, rewards, rng.normal(size=(L, 4)).astype(np.float32), term, trunc,
+        pop.rollout.add(obs, actions, rewards, rng.normal(size=(L, obs_dim)).astype(np.float32), term, trunc,
                         (rng.random(L) < valid_share).astype(np.float32))
 
 
@@ -235,14 +236,17 @@ def _reference_step(pop, modules, optimizers, lane) -> None:
         opt.step()
 
 
-def test_kernel_gradients_equal_separate_modules_with_joint_clip():
-    cfg = recipe("nstep", hidden=16, max_grad_norm=0.05)  # small enough that some lanes are clipped
-    pop = A2CPopulation([11, 12, 13, 14], 4, 2, cfg)
-    _acted_rollout(pop, np.random.default_rng(3))
+@pytest.mark.parametrize("activation, obs_dim, actions", [("tanh", 4, 2), ("relu", 6, 3), ("tanh", 8, 4)])
+def test_kernel_gradients_equal_separate_modules_with_joint_clip(activation, obs_dim, actions):
+    """Each layer's matrix products (BLAS) and derivatives, for both activations and the shapes of
+    CartPole, Acrobot and LunarLander."""
+    cfg = recipe("nstep", hidden=16, max_grad_norm=0.05, activation=activation)  # small: some lanes clipped
+    pop = A2CPopulation([11, 12, 13, 14], obs_dim, actions, cfg)
+    _acted_rollout(pop, np.random.default_rng(3), obs_dim=obs_dim)
     grads_a, grads_c = pop.kernel_gradients()
     clipped = 0
     for lane in range(4):
-        actor, critic = _modules(pop.actor, lane), _modules(pop.critic, lane)
+        actor, critic = _modules(pop.actor, lane, activation), _modules(pop.critic, lane, activation)
         _reference_loss(actor, critic, pop.rollout, lane, cfg.gamma, cfg.value_coef).backward()
         norm = torch.nn.utils.clip_grad_norm_([*actor.parameters(), *critic.parameters()], cfg.max_grad_norm)
         clipped += bool(norm > cfg.max_grad_norm)
