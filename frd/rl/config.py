@@ -100,7 +100,7 @@ class RLConfig:
         common = {k: v for k, v in asdict(self).items() if k not in ("seeds", "methods", "threads", "options")
                   and not (k in ADDED_LATER and v == ADDED_LATER[k])}
         recipes = agent_configs(self.agent_spec, self.agents, self.recipe, self.hidden, self.activation)
-        if any(c.failure_reward != e.failure_reward for c, e in zip(recipes, self.agent_configs())):
+        if any(c != for_env(c, self.env_id) for c in recipes):
             common["failure_reward"] = "none: a termination is not a failure here"  # runs before 2026-12-02 had −100
         return ResumeKey(common, {m: options_key(self.options_for(m)) for m in self.methods})
 
