@@ -30,7 +30,8 @@ minutes (``frd.rl.checkpoint``) so that a rerun on the same machine resumes it. 
 processes may share a study, even one folder: each batch is run by whichever process locks it
 first, and merges into the record under a lock; ``--variants`` picks some of a cell's folders.
 The report (``sharing_summary.csv``, ``sharing_table.md`` and two PNGs in ``--out``) covers every
-cell the record holds in full.
+variant that has all its seeds in a cell whose independent runs have all theirs; the rest is
+named as left out.
 """
 from __future__ import annotations
 
@@ -176,18 +177,23 @@ def run_cell(env: str, agents: int, population: str, args: argparse.Namespace) -
 
 
 def finished_cells(record: pd.DataFrame, seeds: int) -> pd.DataFrame:
-    """The record's runs of the cells that have every variant's first ``seeds`` seeds, in the
-    study's order (environments, agent counts, populations)."""
+    """The record's runs, first ``seeds`` seeds, of every variant that has them all, in cells whose
+    independent runs have them all (what a variant is compared with), in the study's order
+    (environments, agent counts, populations). What is left out is said."""
     frames = []
     for env, agents, population in itertools.product(ENVS, sorted(set(record["agents"])), POPULATIONS):
         runs = cell_runs(record, env, agents, population)
         runs = runs[runs["seed"] < seeds]
-        wanted = {(v, s) for folder, methods, _ in variants(population) for v in labelled(methods, folder)
-                  for s in range(seeds)}
-        if wanted <= set(zip(runs["variant"], runs["seed"])):
-            frames.append(runs)
+        variant_names = [v for folder, methods, _ in variants(population) for v in labelled(methods, folder)]
+        done = [v for v in variant_names if set(runs.loc[runs["variant"] == v, "seed"]) >= set(range(seeds))]
+        cell = f"--- {env}-{agents}agents-{population}"
+        if BASELINE in done and len(done) > 1:
+            frames.append(runs[runs["variant"].isin(done)])
+            if len(done) < len(variant_names):
+                print(f"{cell}: {', '.join(v for v in variant_names if v not in done)} unfinished, left out",
+                      flush=True)
         elif not runs.empty:
-            print(f"--- {env}-{agents}agents-{population}: {len(runs)} of {len(wanted)} runs, left out", flush=True)
+            print(f"{cell}: {len(runs)} of {len(variant_names) * seeds} runs, left out", flush=True)
     return pd.concat(frames, ignore_index=True) if frames else record.iloc[:0]
 
 
@@ -334,7 +340,7 @@ def main() -> None:
                         help="the record (sharing_runs.csv), CSV summaries and the PNGs")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     parser.add_argument("--report-only", action="store_true",
-                        help="run nothing: tabulate the cells the record holds in full")
+                        help="run nothing: tabulate what the record holds in full")
     args = parser.parse_args()
     if args.chunk < 1:
         parser.error(f"--chunk must be at least 1, got {args.chunk}")

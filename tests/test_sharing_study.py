@@ -77,6 +77,15 @@ def test_only_the_seeds_the_record_lacks_run_in_the_chosen_folders_and_a_partial
                                   record.reset_index(drop=True))
 
 
+def test_a_cell_with_its_independent_runs_done_is_reported_with_the_variants_that_are_done(
+        monkeypatch, tmp_path, capsys):
+    study(monkeypatch, tmp_path, "--populations", "widths", "--variants", "default")
+    table = pd.read_csv(tmp_path / "out" / "sharing_summary.csv")
+    assert table["variant"].tolist() == ["independent", "pd", "frd", "mixfrd"]  # widths: no FRL
+    assert ("cartpole-2agents-widths: pd steps, frd steps, pd better, frd better, pd steps+better, "
+            "frd steps+better unfinished, left out") in capsys.readouterr().out
+
+
 def test_a_batch_another_process_holds_is_left_to_it(monkeypatch, tmp_path):
     batches = spy_on_batches(monkeypatch)
     held = tmp_path / "work" / "cartpole-2agents-rlcode" / "steps" / "seeds0-0"
