@@ -28,6 +28,8 @@ from frd.rl.summary import BASELINE  # noqa: E402
 
 CELL = ["env", "agents", "population", "variant"]
 VERDICT_COLOURS = {"helps": "tab:green", "hurts": "tab:red", "–": "grey"}
+STRENGTHS = ((0.35, "P ≤ 0.15 or ≥ 0.85"), (0.2, "P 0.15–0.3 or 0.7–0.85"), (0.0, "P 0.3–0.7"))
+"""Bins of an original verdict's distance |P − 0.5| from no effect (lower bound, label)."""
 
 
 def compare(original: pd.DataFrame, replication: pd.DataFrame) -> pd.DataFrame:
@@ -53,6 +55,16 @@ def report(pairs: pd.DataFrame) -> str:
              "| original | replication | count |", "|---|---|---|"]
     fates = pairs.groupby(["verdict original", "verdict replication"]).size()
     lines += [f"| {was} | {now} | {count} |" for (was, now), count in fates.items()]
+    lines += ["", "Original helps / hurts by their distance from no effect:", "",
+              "| original P | verdicts | held |", "|---|---|---|"]
+    verdicts = pairs[pairs["verdict original"] != "–"]
+    distance = (verdicts["P original"] - 0.5).abs()
+    upper = 1.0
+    for lower, label in STRENGTHS:
+        group = verdicts[(distance >= lower) & (distance < upper)]
+        upper = lower
+        kept = int((group["verdict original"] == group["verdict replication"]).sum())
+        lines.append(f"| {label} | {len(group)} | {kept} |")
     lines += ["", "Changed:", "", "| env | agents | population | variant | measure | original P [CI] | "
               "replication P [CI] |", "|---" * 7 + "|"]
     for _, r in pairs[~held].iterrows():

@@ -35,6 +35,8 @@ def test_verdicts_are_compared_per_variant_and_measure_and_the_fates_counted():
     assert text.startswith("2 of 4 verdicts the same.")
     assert "| helps | – | 1 |" in text and "| – | hurts | 1 |" in text and "| hurts | hurts | 1 |" in text
     assert "| acrobot | 2 | homogeneous | frl | every agent | 0.75 [0.58–0.90] helps | 0.58 [0.40–0.77] – |" in text
+    # frl's helps (P 0.75) and pd's hurts (P 0.2) are both 0.25-0.3 from no effect; one held
+    assert "| P ≤ 0.15 or ≥ 0.85 | 0 | 0 |\n| P 0.15–0.3 or 0.7–0.85 | 2 | 1 |\n| P 0.3–0.7 | 0 | 0 |" in text
 
 
 def test_the_command_writes_table_report_and_figure_into_the_replication_folder(tmp_path):
