@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.sharing_study import MEASURES, verdict  # noqa: E402
+from benchmarks.sharing_study import MEASURES, interval_verdict  # noqa: E402
 from frd.rl.summary import BASELINE  # noqa: E402
 
 CELL = ["env", "agents", "population", "variant"]
@@ -41,9 +41,9 @@ def compare(original: pd.DataFrame, replication: pd.DataFrame) -> pd.DataFrame:
         for name in MEASURES.values():
             row = {c: r[c] for c in CELL} | {"measure": name}
             for side in ("original", "replication"):
-                side_row = pd.Series({f"{name} P lo": r[f"{name} P lo {side}"], f"{name} P hi": r[f"{name} P hi {side}"]})
-                row |= {f"P {side}": r[f"{name} P(better) {side}"], f"lo {side}": r[f"{name} P lo {side}"],
-                        f"hi {side}": r[f"{name} P hi {side}"], f"verdict {side}": verdict(side_row, name)}
+                lo, hi = r[f"{name} P lo {side}"], r[f"{name} P hi {side}"]
+                row |= {f"P {side}": r[f"{name} P(better) {side}"], f"lo {side}": lo, f"hi {side}": hi,
+                        f"verdict {side}": interval_verdict(lo, hi)}
             rows.append(row)
     return pd.DataFrame(rows)
 

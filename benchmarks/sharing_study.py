@@ -218,10 +218,14 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def verdict(row: pd.Series, name: str) -> str:
-    """helps / hurts when the P(improvement) interval excludes 0.5, else no difference shown."""
-    lo, hi = row[f"{name} P lo"], row[f"{name} P hi"]
+def interval_verdict(lo: float, hi: float) -> str:
+    """helps / hurts when the P(improvement) interval [lo, hi] excludes 0.5, else no difference shown."""
     return "helps" if lo > 0.5 else "hurts" if hi < 0.5 else "–"
+
+
+def verdict(row: pd.Series, name: str) -> str:
+    """``interval_verdict`` of one measure of a summary row."""
+    return interval_verdict(row[f"{name} P lo"], row[f"{name} P hi"])
 
 
 def markdown(table: pd.DataFrame) -> str:
