@@ -163,6 +163,12 @@ class A2CPopulation:
         self._next_uniform += steps
         return self._uniforms[self._next_uniform - steps:self._next_uniform]
 
+    def undraw_uniforms(self, steps: int) -> None:
+        """Hand back the last ``steps`` rows drawn, unused: the next draw gives them again."""
+        if not 0 <= steps <= self._next_uniform:
+            raise ValueError(f"cannot hand back {steps} uniforms of {self._next_uniform} drawn from this block")
+        self._next_uniform -= steps
+
     def act(self, obs: np.ndarray, active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Sample an action per lane; also return the action probabilities used to act. Lanes
         not ``active`` (default: all are) take no step: action 0, probabilities 0, no forward."""

@@ -42,7 +42,7 @@ JIT: dict[str, Any] = dict(cache=True, error_model="numpy", fastmath=FASTMATH, b
 
 REPO = Path(__file__).resolve().parent.parent
 JIT_SOURCES = tuple(REPO / path for path in ("agents/kernel.py", "envs/lanes.py", "envs/acrobot.py", "frd/rl/fused.py"))
-"""The files whose numba functions others inline (``frd.rl.fused.period`` inlines this module's
+"""The files whose numba functions others inline (``frd.rl.fused.periods`` inlines this module's
 and the CartPole step's): every cached function of the repository is stamped with all of them."""
 
 

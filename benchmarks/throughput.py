@@ -62,7 +62,7 @@ def population_steps(lanes: int, steps_per_lane: int, threads: int, phases: Phas
     batch = RLBatch(config, [("independent", seed) for seed in range(lanes // 2)])
     batch.fused = batch.fused and not lockstep
     if phases is not None:
-        phases.wrap(fused, "period", "kernel")
+        phases.wrap(fused, "periods", "kernel")
     try:
         with Clock() as clock:
             batch.reset()

@@ -360,7 +360,7 @@ def test_cached_kernels_are_stamped_with_the_sources_they_inline(tmp_path, monke
     from agents import kernel
     from frd.rl import fused
 
-    locator = fused.period._cache._impl._locator
+    locator = fused.periods._cache._impl._locator
     assert isinstance(locator, (kernel._InTreeLocator, kernel._UserProvidedLocator))
     source = tmp_path / "kernel.py"
     source.write_text("x = 1\n")

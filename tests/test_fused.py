@@ -63,3 +63,18 @@ def test_drawing_uniforms_a_period_at_a_time_keeps_each_lanes_sequence():
     expected = np.stack([step_by_step.draw_uniforms(1)[0] for _ in range(3000)])
     got = np.concatenate([by_period.draw_uniforms(8) for _ in range(375)])
     np.testing.assert_array_equal(got, expected)
+
+
+def test_uniforms_handed_back_unused_are_drawn_again_in_order():
+    """A fused call draws a row per step of the periods it may take and hands back the rows of those it did not."""
+    once, with_returns = (A2CPopulation([5, 6], 4, 2, recipe("nstep", hidden=4)) for _ in range(2))
+    expected = once.draw_uniforms(2000)
+    got = []
+    while sum(len(block) for block in got) < 2000:
+        block = with_returns.draw_uniforms(32)
+        used = 8 * (1 + len(got) % 4)
+        with_returns.undraw_uniforms(32 - used)
+        got.append(block[:used])
+    np.testing.assert_array_equal(np.concatenate(got)[:2000], expected)
+    with pytest.raises(ValueError, match="cannot hand back 5000 uniforms"):
+        with_returns.undraw_uniforms(5000)

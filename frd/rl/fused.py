@@ -74,7 +74,7 @@ def _retire(lane, first, A, rows, run, active, waiting, capped, finished):
 
 
 @njit(cache=True, error_model="numpy")
-def period(n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
+def periods(most, n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
            cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
            r_obs, r_next, r_actions, r_rewards, r_terminated, r_done, r_valid,
            gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, failure_reward,
@@ -82,9 +82,14 @@ def period(n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
            obs, active, waiting, capped, score, episode, env_steps, finished, exchanges, records,
            memory_states, memory_probs, memory_size, recent, recent_n, target, max_episodes, period_episodes,
            until_first, ev_tick, ev_lane, ev_episode, ev_score, ev_steps, ev_what):
-    """``n`` lockstep steps and the update of every run whose rows are ``rows`` (population row →
-    env lane; a run's ``A`` lanes are consecutive rows). Population arrays are indexed by row, the
-    env's, the batch's and the memory's by lane. Returns the number of episode events written."""
+    """Update periods of every run whose rows are ``rows`` (population row → env lane; a run's
+    ``A`` lanes are consecutive rows), each ``n`` lockstep steps and the update, run by run: at most
+    ``most`` of them, stopping after one in which an episode's end did more than end the episode
+    (a mission completed, a lane capped or at the barrier: the runner acts on those between
+    periods; until then runs are independent, so how many periods one call takes changes no
+    result). Population arrays are indexed by row, the env's, the batch's and the memory's by lane;
+    ``uniforms`` has a row per step of the ``most`` periods. Returns the number of episode events
+    written (their ticks count the steps from the call's first) and the number of periods done."""
     R = rows.shape[0]
     row_obs = np.empty((R, obs.shape[1]), np.float32)
     actions = np.zeros(R, np.int64)
@@ -102,59 +107,64 @@ def period(n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
     no_grads = np.zeros((0, 0), np.float32)
     c = constants
     events = 0
-    for first in range(0, R, A):
-        run = rows[first] // A
-        for t in range(n):
-            for row in range(first, first + A):
-                lane = rows[row]
-                stepping[row] = active[lane]
-                for k in range(obs.shape[1]):
-                    row_obs[row, k] = obs[lane, k]
-                kernel.act_lane(row, pa, row_obs, uniforms[t, row], t, d, h, o, relu, cache_h1, cache_h2,
-                                cache_logits, cache_obs, cache_ok, actions, probs, stepping[row])
-                if stepping[row] and records[lane]:
-                    at = memory_size[lane]
-                    memory_states[lane, at] = row_obs[row]
-                    memory_probs[lane, at] = probs[row]
-                    memory_size[lane] = at + 1
-                one_action[0] = actions[row]
-                one_active[0] = stepping[row]
-                _cartpole_step(state[:, lane:lane + 1], env_steps_in_episode[lane:lane + 1], one_action, one_active,
-                               c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], max_steps,
-                               resets[lane:lane + 1], next_reset[lane:lane + 1], next_obs, final_obs, reward,
-                               terminated, truncated)
-                r_obs[row, t] = row_obs[row]
-                r_next[row, t] = final_obs[0]
-                r_actions[row, t] = actions[row]
-                fail = terminated[0] and not np.isnan(failure_reward)
-                r_rewards[row, t] = np.float32(failure_reward) if fail else reward[0]
-                r_terminated[row, t] = terminated[0]
-                r_done[row, t] = terminated[0] or truncated[0]
-                r_valid[row, t] = np.float32(stepping[row])
-                score[lane] += reward[0]
-                env_steps[lane] += stepping[row]
-                ended[row] = stepping[row] and (terminated[0] or truncated[0])
-                obs[lane] = next_obs[0]
-            if t == n - 1:
+    for done in range(1, most + 1):
+        start, first_event = (done - 1) * n, events
+        for first in range(0, R, A):
+            run = rows[first] // A
+            for t in range(n):
                 for row in range(first, first + A):
-                    kernel.learn_lane(row, n, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
-                                      r_obs, r_next, r_actions, r_rewards, r_terminated, r_done, r_valid,
-                                      cache_h1, cache_h2, cache_logits, cache_obs, cache_ok, gamma, value_coef,
-                                      entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, no_grads, no_grads,
-                                      scratch)
-            for row in range(first, first + A):
-                if not ended[row] or finished[run]:  # another agent may have ended the run at this step
-                    continue
-                lane = rows[row]
-                ev_tick[events], ev_lane[events], ev_score[events] = t, lane, score[lane]
-                ev_steps[events] = env_steps[lane]
-                score[lane] = 0.0
-                episode[lane] += 1
-                ev_episode[events] = episode[lane]
-                recent[lane, recent_n[lane] % recent.shape[1]] = ev_score[events]
-                recent_n[lane] += 1
-                ev_what[events] = _episode_end(lane, first, A, rows, run, active, waiting, capped, finished, episode,
-                                               recent, recent_n, target, max_episodes, period_episodes,
-                                               exchanges[run], until_first)
-                events += 1
-    return events
+                    lane = rows[row]
+                    stepping[row] = active[lane]
+                    for k in range(obs.shape[1]):
+                        row_obs[row, k] = obs[lane, k]
+                    kernel.act_lane(row, pa, row_obs, uniforms[start + t, row], t, d, h, o, relu, cache_h1, cache_h2,
+                                    cache_logits, cache_obs, cache_ok, actions, probs, stepping[row])
+                    if stepping[row] and records[lane]:
+                        at = memory_size[lane]
+                        memory_states[lane, at] = row_obs[row]
+                        memory_probs[lane, at] = probs[row]
+                        memory_size[lane] = at + 1
+                    one_action[0] = actions[row]
+                    one_active[0] = stepping[row]
+                    _cartpole_step(state[:, lane:lane + 1], env_steps_in_episode[lane:lane + 1], one_action, one_active,
+                                   c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], max_steps,
+                                   resets[lane:lane + 1], next_reset[lane:lane + 1], next_obs, final_obs, reward,
+                                   terminated, truncated)
+                    r_obs[row, t] = row_obs[row]
+                    r_next[row, t] = final_obs[0]
+                    r_actions[row, t] = actions[row]
+                    fail = terminated[0] and not np.isnan(failure_reward)
+                    r_rewards[row, t] = np.float32(failure_reward) if fail else reward[0]
+                    r_terminated[row, t] = terminated[0]
+                    r_done[row, t] = terminated[0] or truncated[0]
+                    r_valid[row, t] = np.float32(stepping[row])
+                    score[lane] += reward[0]
+                    env_steps[lane] += stepping[row]
+                    ended[row] = stepping[row] and (terminated[0] or truncated[0])
+                    obs[lane] = next_obs[0]
+                if t == n - 1:
+                    for row in range(first, first + A):
+                        kernel.learn_lane(row, n, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
+                                          r_obs, r_next, r_actions, r_rewards, r_terminated, r_done, r_valid,
+                                          cache_h1, cache_h2, cache_logits, cache_obs, cache_ok, gamma, value_coef,
+                                          entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, no_grads, no_grads,
+                                          scratch)
+                for row in range(first, first + A):
+                    if not ended[row] or finished[run]:  # another agent may have ended the run at this step
+                        continue
+                    lane = rows[row]
+                    ev_tick[events], ev_lane[events], ev_score[events] = start + t, lane, score[lane]
+                    ev_steps[events] = env_steps[lane]
+                    score[lane] = 0.0
+                    episode[lane] += 1
+                    ev_episode[events] = episode[lane]
+                    recent[lane, recent_n[lane] % recent.shape[1]] = ev_score[events]
+                    recent_n[lane] += 1
+                    ev_what[events] = _episode_end(lane, first, A, rows, run, active, waiting, capped, finished, episode,
+                                                   recent, recent_n, target, max_episodes, period_episodes,
+                                                   exchanges[run], until_first)
+                    events += 1
+        for e in range(first_event, events):
+            if ev_what[e] != GOES_ON:
+                return events, done
+    return events, most
