@@ -6,8 +6,9 @@ against MKL's JIT GEMM kernels (one generated kernel per shape), one shape at a 
 A measurement behind a choice not made (issue 13, part 2): MKL's JIT kernels are 1.2–10× faster
 per product, yet the engine stays on OpenBLAS. A prototype that ran every product of the
 update and of acting through them (README, *Fifth pass*) made a lane-period no faster end to
-end, and the ``mkl`` wheel is 221 MB. Also the acting layer as the engine computes it
-(``kernel._layer``, hand-written loops), against both. CPU µs per call, data in L1.
+end, and the ``mkl`` wheel is 221 MB. Also acting's layers as the engine computes them
+(``kernel._layer``: blocks of 64 outputs in registers, ``kernel._columns64``, the rest in loops),
+against both. CPU µs per call, data in L1.
 """
 from __future__ import annotations
 
@@ -125,7 +126,7 @@ def main() -> None:
     lib = mkl()
     kernel.one_blas_thread()
     rng = np.random.default_rng(0)
-    print(f"{'product':42s} {'OpenBLAS':>9s} {'MKL JIT':>9s} {'loops':>9s}  (CPU µs per call)")
+    print(f"{'product':42s} {'OpenBLAS':>9s} {'MKL JIT':>9s} {'engine':>9s}  (CPU µs per call)")
     for what, (m, n, k, ta, tb) in SHAPES.items():
         a = rng.normal(size=(k, m) if ta else (m, k)).astype(np.float32)
         b = rng.normal(size=(n, k) if tb else (k, n)).astype(np.float32)
@@ -134,12 +135,12 @@ def main() -> None:
         calls = {"dot": (_by_dot, (a, b, c_dot, ta, tb)), "mkl": (_by_mkl, (fn, jitter, a, b, c_mkl))}
         if m == 1:
             w = np.concatenate([b.ravel(), np.zeros(n, np.float32)])  # weights, then a zero bias
-            calls["loops"] = (_by_layer, (w, a[0], c_dot[0], k, n))
+            calls["engine"] = (_by_layer, (w, a[0], c_dot[0], k, n))
         seconds = {name: per_call(run, inputs, args.repeats) for name, (run, inputs) in calls.items()}
         _by_dot(a, b, c_dot, ta, tb, 1)
         np.testing.assert_allclose(c_mkl, c_dot, rtol=1e-4, atol=1e-4)
-        loops = f"{seconds['loops']:9.3f}" if "loops" in seconds else f"{'':9s}"
-        print(f"{what:42s} {seconds['dot']:9.3f} {seconds['mkl']:9.3f} {loops}", flush=True)
+        engine = f"{seconds['engine']:9.3f}" if "engine" in seconds else f"{'':9s}"
+        print(f"{what:42s} {seconds['dot']:9.3f} {seconds['mkl']:9.3f} {engine}", flush=True)
 
 
 if __name__ == "__main__":

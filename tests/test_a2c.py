@@ -280,16 +280,38 @@ def test_kernel_updates_follow_per_lane_modules_and_torch_adam(name):
     assert pop.actor_opt.steps.min() > 0
 
 
-@pytest.mark.parametrize("activation", ["tanh", "relu"])
-def test_kernel_forward_equals_the_torch_forward(activation):
+@pytest.mark.parametrize("activation,hidden", [("tanh", 24), ("relu", 24), ("tanh", 64), ("relu", 136)])
+def test_kernel_forward_equals_the_torch_forward(activation, hidden):
+    """Widths below 64 (loops only), 64 (one block of ``_columns64``), 136 (two blocks and 8 loop columns)."""
     from agents import kernel
 
-    net = StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2, 3)], (4, 24, 24, 2), activation, 1.0)
+    net = StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2, 3)], (4, hidden, hidden, 2), activation, 1.0)
     x = torch.randn(3, 5, 4)
     with torch.no_grad():
         expected = net(x).numpy()
-    got = kernel.forward(net.data.numpy(), x.numpy(), 4, 24, 2, activation == "relu")
+    got = kernel.forward(net.data.numpy(), x.numpy(), 4, hidden, 2, activation == "relu")
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=2e-6)
+
+
+def test_a_layer_in_registers_sums_bias_then_each_input_row_in_order():
+    """``_columns64`` against the same sums by hand (float64 reference rounded per step as float32 FMAs)."""
+    from agents import kernel
+
+    rng = np.random.default_rng(0)
+    n_in, n_out = 5, 72
+    p = rng.normal(size=n_in * n_out + n_out).astype(np.float32)
+    x = rng.normal(size=n_in).astype(np.float32)
+    out = np.empty(n_out, np.float32)
+    kernel._layer(p, 0, n_in * n_out, n_in, n_out, x, out, False, False)
+    expected = p[n_in * n_out:].astype(np.float64)
+    for i in range(n_in):
+        expected = expected + np.float64(x[i]) * p[i * n_out:(i + 1) * n_out]
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    # the first 64 outputs: bias + x0·W0 + x1·W1 + … as one FMA per row, exactly
+    acc = p[n_in * n_out:n_in * n_out + 64].astype(np.float32)
+    for i in range(n_in):
+        acc = (np.float64(x[i]) * p[i * n_out:i * n_out + 64].astype(np.float64) + acc).astype(np.float32)
+    np.testing.assert_array_equal(out[:64], acc)
 
 
 def test_kernel_tanh_error_is_within_float32_rounding():

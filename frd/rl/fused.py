@@ -1,9 +1,10 @@
-"""One update period of a CartPole batch in one numba call, run by run and lane by lane.
+"""Update periods of a CartPole batch in one numba call, run by run and lane by lane.
 
 The lockstep step (``RLBatch.step``) crosses from Python into numba three times per env step and
 streams every lane's weights through the cache at every step. Between two updates, though, runs
-are independent of one another, so ``period`` takes each run in turn through all ``n`` steps of
-the period and its update while its lanes' weights stay in cache. Inside a run the lanes still
+are independent of one another, so ``periods`` takes each run in turn through all ``n`` steps of
+the period and its update while its lanes' weights stay in cache, and goes on to the next period
+(up to four) until an episode's end needs the runner (a completed mission, a cap, a barrier). Inside a run the lanes still
 go step by step together, because an episode's end can stop the run's other lanes (the first
 agent to complete ends an ``until first`` run).
 

@@ -1,5 +1,5 @@
 """The RL round loop: every lane of every run stepped in lockstep (CartPole with one learner:
-a whole update period per call, ``frd.rl.fused``), rounds at the barrier, each run retired at
+whole update periods per call, ``frd.rl.fused``), rounds at the barrier, each run retired at
 its mission or its episode cap and saved at once."""
 from __future__ import annotations
 
