@@ -11,8 +11,8 @@ Parameters of a network with sizes (d, h, h, o) sit in one flat row per lane, la
 weight ``[in, out]`` row-major then bias: the layout of ``StackedMLP.data``, whose numpy view
 these kernels update in place (torch keeps using the same storage for distillation).
 
-Acting is one state at a time (``_forward``: each block of 64 outputs of a layer in registers,
-``_columns64``, written in LLVM IR; the rest hand-written loops). The update works on the whole
+Acting is one state at a time (``_forward``: a layer's outputs summed in registers, in blocks
+written in LLVM IR, ``_columns``). The update works on the whole
 rollout at once: the critic's forward over its T + 1 states, each weight gradient (Hᵀ·D) and
 each back-propagation (D·Wᵀ) is one matrix product, done by BLAS (OpenBLAS through scipy, as
 numba's ``np.dot`` calls it; 1.7× faster than the loops it replaced, issue 13). The runner
@@ -115,86 +115,84 @@ def tanh_array(x):
     return out
 
 
-@intrinsic
-def _columns64(typingctx, p, start, stride, x, out, col, n_in):
-    """out[col : col + 64] += Σ_i x[i] · p[start + i·stride : … + 64], one fused multiply-add per
-    input row in that order, the 64 sums held in eight 8-wide registers throughout.
+def _columns(width: int):
+    """An intrinsic ``columns(p, start, stride, bias, x, out, col, n_in)``: out[col : col + width] =
+    p[bias : bias + width] + Σ_i x[i] · p[start + i·stride : … + width], one fused multiply-add
+    per input row in that order, the ``width`` sums held in registers throughout (8-wide vectors,
+    or one of ``width``).
 
     Written in LLVM IR because numba's loops cannot say it: LLVM, unable to prove that ``out``
     and the weights do not overlap, loads and stores ``out`` again for every few input rows
-    (2× slower for a 64×64 layer, ``python -m benchmarks.mkl_products``)."""
-    sig = types.void(p, start, stride, x, out, col, n_in)
+    (2× slower for a 64×64 layer, ``python -m benchmarks.mkl_products``). The loops it replaced
+    did the same multiply-adds in the same order (LLVM had chained them so): same bits."""
+    lanes = min(width, 8)
+    chunks = width // lanes
 
-    def codegen(context, builder, signature, args):
-        vec, i64 = ir.VectorType(ir.FloatType(), 8), ir.IntType(64)
-        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), "llvm.fma.v8f32")
-        p_data, x_data, out_data = (context.make_array(signature.args[k])(context, builder, value=args[k]).data
-                                    for k in (0, 3, 4))
-        _, start, stride, _, _, col, n_in = args
-        weights = builder.gep(p_data, [start])
-        sums = builder.bitcast(builder.gep(out_data, [col]), vec.as_pointer())
-        lanes = [ir.Constant(i64, k) for k in range(8)]
-        before = [builder.load(builder.gep(sums, [k]), align=4) for k in lanes]
-        entry, loop, after = builder.block, builder.append_basic_block("rows"), builder.append_basic_block("rows.done")
-        builder.cbranch(builder.icmp_signed(">", n_in, ir.Constant(i64, 0)), loop, after)
-        builder.position_at_end(loop)
-        i = builder.phi(i64)
-        acc = [builder.phi(vec) for _ in lanes]
-        xi = builder.insert_element(ir.Constant(vec, ir.Undefined), builder.load(builder.gep(x_data, [i])),
-                                    ir.Constant(ir.IntType(32), 0))
-        xi = builder.shuffle_vector(xi, ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
-        row = builder.bitcast(builder.gep(weights, [builder.mul(i, stride)]), vec.as_pointer())
-        summed = [builder.call(fma, [xi, builder.load(builder.gep(row, [k]), align=4), a]) for k, a in zip(lanes, acc)]
-        following = builder.add(i, ir.Constant(i64, 1))
-        i.add_incoming(ir.Constant(i64, 0), entry)
-        i.add_incoming(following, loop)
-        for a, b, c in zip(acc, before, summed):
-            a.add_incoming(b, entry)
-            a.add_incoming(c, loop)
-        builder.cbranch(builder.icmp_signed("<", following, n_in), loop, after)
-        builder.position_at_end(after)
-        finals = [builder.phi(vec) for _ in lanes]
-        for final, b, c in zip(finals, before, summed):
-            final.add_incoming(b, entry)
-            final.add_incoming(c, loop)
-        for k, final in zip(lanes, finals):
-            builder.store(final, builder.gep(sums, [k]), align=4)
-        return context.get_dummy_value()
+    @intrinsic
+    def columns(typingctx, p, start, stride, bias, x, out, col, n_in):
+        sig = types.void(p, start, stride, bias, x, out, col, n_in)
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):
+            vec, i64, i32 = ir.VectorType(ir.FloatType(), lanes), ir.IntType(64), ir.IntType(32)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), f"llvm.fma.v{lanes}f32")
+            p_data, x_data, out_data = (context.make_array(signature.args[k])(context, builder, value=args[k]).data
+                                        for k in (0, 4, 5))
+            _, start, stride, bias, _, _, col, n_in = args
+            weights = builder.gep(p_data, [start])
+            sums = builder.bitcast(builder.gep(out_data, [col]), vec.as_pointer())
+            biases = builder.bitcast(builder.gep(p_data, [bias]), vec.as_pointer())
+            parts = [ir.Constant(i64, k) for k in range(chunks)]
+            before = [builder.load(builder.gep(biases, [k]), align=4) for k in parts]
+            entry, loop, after = builder.block, builder.append_basic_block("rows"), builder.append_basic_block("rows.done")
+            builder.cbranch(builder.icmp_signed(">", n_in, ir.Constant(i64, 0)), loop, after)
+            builder.position_at_end(loop)
+            i = builder.phi(i64)
+            acc = [builder.phi(vec) for _ in parts]
+            xi = builder.insert_element(ir.Constant(vec, ir.Undefined), builder.load(builder.gep(x_data, [i])),
+                                        ir.Constant(i32, 0))
+            xi = builder.shuffle_vector(xi, ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
+            row = builder.bitcast(builder.gep(weights, [builder.mul(i, stride)]), vec.as_pointer())
+            summed = [builder.call(fma, [xi, builder.load(builder.gep(row, [k]), align=4), a]) for k, a in zip(parts, acc)]
+            following = builder.add(i, ir.Constant(i64, 1))
+            i.add_incoming(ir.Constant(i64, 0), entry)
+            i.add_incoming(following, loop)
+            for a, b, c in zip(acc, before, summed):
+                a.add_incoming(b, entry)
+                a.add_incoming(c, loop)
+            builder.cbranch(builder.icmp_signed("<", following, n_in), loop, after)
+            builder.position_at_end(after)
+            finals = [builder.phi(vec) for _ in parts]
+            for final, b, c in zip(finals, before, summed):
+                final.add_incoming(b, entry)
+                final.add_incoming(c, loop)
+            for k, final in zip(parts, finals):
+                builder.store(final, builder.gep(sums, [k]), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return columns
+
+
+_columns64, _columns8, _columns2, _columns1 = (_columns(width) for width in (64, 8, 2, 1))
 
 
 @njit(**JIT)
 def _layer(p, w, b, n_in, n_out, x, out, relu, activate):
-    """out = act(b + x @ W) with W = p[w : w + n_in*n_out] as [n_in, n_out] and b = p[b : b + n_out].
-
-    Each block of 64 outputs by ``_columns64``; the rest by loops that index slices with plain
-    loop counters only (a computed index, ``w + i*n_out + j``, keeps LLVM from vectorizing, about
-    5× slower here), four input rows per pass over ``out``.
-    """
-    bias = p[b:b + n_out]
-    for j in range(n_out):
-        out[j] = bias[j]
-    wide = n_out - n_out % 64
-    for col in range(0, wide, 64):
-        _columns64(p, w + col, n_out, x, out, col, n_in)
-    if wide < n_out:
-        i = 0
-        while i + 4 <= n_in:
-            x0, x1, x2, x3 = x[i], x[i + 1], x[i + 2], x[i + 3]
-            r0 = p[w + i * n_out:w + (i + 1) * n_out]
-            r1 = p[w + (i + 1) * n_out:w + (i + 2) * n_out]
-            r2 = p[w + (i + 2) * n_out:w + (i + 3) * n_out]
-            r3 = p[w + (i + 3) * n_out:w + (i + 4) * n_out]
-            for j in range(wide, n_out):
-                out[j] += (x0 * r0[j] + x1 * r1[j]) + (x2 * r2[j] + x3 * r3[j])
-            i += 4
-        while i < n_in:
-            xi = x[i]
-            row = p[w + i * n_out:w + (i + 1) * n_out]
-            for j in range(wide, n_out):
-                out[j] += xi * row[j]
-            i += 1
+    """out = act(b + x @ W) with W = p[w : w + n_in*n_out] as [n_in, n_out] and b = p[b : b + n_out]:
+    blocks of 64 outputs, then of 8, 2 and 1, each summed in registers (``_columns``)."""
+    col = 0
+    while col + 64 <= n_out:
+        _columns64(p, w + col, n_out, b + col, x, out, col, n_in)
+        col += 64
+    while col + 8 <= n_out:
+        _columns8(p, w + col, n_out, b + col, x, out, col, n_in)
+        col += 8
+    while col + 2 <= n_out:
+        _columns2(p, w + col, n_out, b + col, x, out, col, n_in)
+        col += 2
+    if col < n_out:
+        _columns1(p, w + col, n_out, b + col, x, out, col, n_in)
     if activate:
         if relu:
             for j in range(n_out):

@@ -280,25 +280,26 @@ def test_kernel_updates_follow_per_lane_modules_and_torch_adam(name):
     assert pop.actor_opt.steps.min() > 0
 
 
-@pytest.mark.parametrize("activation,hidden", [("tanh", 24), ("relu", 24), ("tanh", 64), ("relu", 136)])
-def test_kernel_forward_equals_the_torch_forward(activation, hidden):
-    """Widths below 64 (loops only), 64 (one block of ``_columns64``), 136 (two blocks and 8 loop columns)."""
+@pytest.mark.parametrize("activation,hidden,outputs", [("tanh", 24, 2), ("relu", 24, 2), ("tanh", 64, 2),
+                                                      ("relu", 136, 3)])
+def test_kernel_forward_equals_the_torch_forward(activation, hidden, outputs):
+    """Layer widths in blocks of 8 (24), one block of 64, and 64 + 64 + 8 with 2 + 1 outputs (``kernel._columns``)."""
     from agents import kernel
 
-    net = StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2, 3)], (4, hidden, hidden, 2), activation, 1.0)
+    net = StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2, 3)], (4, hidden, hidden, outputs), activation, 1.0)
     x = torch.randn(3, 5, 4)
     with torch.no_grad():
         expected = net(x).numpy()
-    got = kernel.forward(net.data.numpy(), x.numpy(), 4, hidden, 2, activation == "relu")
+    got = kernel.forward(net.data.numpy(), x.numpy(), 4, hidden, outputs, activation == "relu")
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=2e-6)
 
 
 def test_a_layer_in_registers_sums_bias_then_each_input_row_in_order():
-    """``_columns64`` against the same sums by hand (float64 reference rounded per step as float32 FMAs)."""
+    """``kernel._columns`` against the same sums by hand: float64, and the first block as float32 FMAs."""
     from agents import kernel
 
     rng = np.random.default_rng(0)
-    n_in, n_out = 5, 72
+    n_in, n_out = 5, 75  # blocks of 64, 8, 2 and 1
     p = rng.normal(size=n_in * n_out + n_out).astype(np.float32)
     x = rng.normal(size=n_in).astype(np.float32)
     out = np.empty(n_out, np.float32)
