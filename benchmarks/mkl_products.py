@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import importlib.metadata
-import time
 
 import numpy as np
 from llvmlite import ir
@@ -23,6 +22,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from agents import kernel
+from benchmarks.common import Clock
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -114,9 +114,9 @@ SHAPES = {  # what: (m, n, k, op(A) transposed, op(B) transposed); h = 64, d = 4
 def per_call(run, inputs: tuple, repeats: int) -> float:
     """CPU µs per product of ``run(*inputs, repeats)``, compiled first."""
     run(*inputs, 10)
-    start = time.process_time()
-    run(*inputs, repeats)
-    return (time.process_time() - start) / repeats * 1e6
+    with Clock() as clock:
+        run(*inputs, repeats)
+    return clock.cpu / repeats * 1e6
 
 
 def main() -> None:
