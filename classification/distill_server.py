@@ -137,7 +137,7 @@ def class_gradients(model: nn.Module, images: torch.Tensor, label: int,
                     create_graph: bool = False) -> list[torch.Tensor]:
     """Gradients of the mean cross-entropy of ``images`` (all of class ``label``) w.r.t. the weights."""
     targets = torch.full((images.shape[0],), label, dtype=torch.long, device=images.device)
-    loss = F.cross_entropy(_logits(model, images), targets)
+    loss = F.cross_entropy(_logits(model, images, fused=not create_graph), targets)
     return list(torch.autograd.grad(loss, matched_parameters(model), create_graph=create_graph))
 
 
@@ -264,9 +264,10 @@ def server_update(model: nn.Module, client_sets: Sequence[SyntheticSet], config:
                            config.radius_batch, generator)
 
 
-def _logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``model(x)``; for the ConvNet through its faster equivalent (:func:`convnet_layer_outputs`)."""
-    return convnet_layer_outputs(model, x)[-1] if type(model) is ConvNet else model(x)
+def _logits(model: nn.Module, x: torch.Tensor, fused: bool = True) -> torch.Tensor:
+    """``model(x)``; for the ConvNet through its faster equivalent (:func:`convnet_layer_outputs`;
+    ``fused=False`` where gradients are differentiated again or the call is vmapped)."""
+    return convnet_layer_outputs(model, x, fused)[-1] if type(model) is ConvNet else model(x)
 
 
 class _Logits(nn.Module):
@@ -277,7 +278,7 @@ class _Logits(nn.Module):
         self.model = model
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _logits(self.model, x)
+        return _logits(self.model, x, fused=False)
 
 
 def _shuffled_batches(n: int, batch: int, generator: torch.Generator) -> Iterator[torch.Tensor]:

@@ -89,12 +89,13 @@ def test_channels_last_strided_inputs_give_the_same_result():
     torch.testing.assert_close(a.images, b.images)
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("shape", [(1, 8, 8), (1, 12, 12), (3, 9, 9)])
-def test_fast_convnet_forward_equals_layer_outputs_with_gradients(shape):
+def test_fast_convnet_forward_equals_layer_outputs_with_gradients(shape, fused):
     torch.manual_seed(0)
     model = ConvNet(shape, 5, width=4)
     x = torch.randn(3, *shape, requires_grad=True)
-    reference, fast = model.layer_outputs(x), convnet_layer_outputs(model, x)
+    reference, fast = model.layer_outputs(x), convnet_layer_outputs(model, x, fused)
     for a, b in zip(reference, fast):
         torch.testing.assert_close(a, b)
     weights = [torch.randn_like(t) for t in reference]

@@ -1,0 +1,147 @@
+"""The ConvNet's "instance norm → ReLU → 2×2 average pool" in one pass forward and one backward.
+
+In PyTorch these are five operators forward and five backward, each a full pass over the
+block's largest tensor (the first block's [batch, width, 8, 8] on digits) and each output a
+fresh allocation; on these small maps they cost more than the convolutions (issue 13, §3).
+Here numba walks image after image on channels-last maps (``[N, H·W, C]``), so that every loop
+runs along the channels, and does all of an image's work while its slab sits in L1: moments,
+then normalise, scale, shift, clip and pool. The backward recomputes the normalised values
+from the saved input rather than storing them.
+
+Same math as ``F.avg_pool2d(F.relu(F.group_norm(x, C, γ, β, eps)), 2)`` to float32 rounding
+(tested); sums run in a fixed order for a given image size, four positions at a time, so an
+image's results do not depend on the batch's size or company. First derivatives only: the
+server's gradient matching, which differentiates through gradients (and vmaps), keeps
+PyTorch's operators, and a second derivative through this block is refused.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from numba import njit
+
+from agents.kernel import JIT
+
+
+@njit(**JIT)
+def _forward(y, gamma, beta, width, eps, out, mean, rstd):
+    """out = pool(relu(norm(y))) for y [N, H·W, C] (channels last); saves every (image, channel)'s
+    mean and 1/σ."""
+    size, channels = y.shape[1], y.shape[2]
+    half = width // 2
+    inv = np.float32(1.0 / size)
+    zero, quarter = np.float32(0.0), np.float32(0.25)
+    scale, shift = np.empty(channels, np.float32), np.empty(channels, np.float32)
+    for n in range(y.shape[0]):
+        m, q = mean[n], rstd[n]
+        m[:] = 0.0
+        q[:] = 0.0
+        for k in range(0, size, 4):
+            y0, y1, y2, y3 = y[n, k], y[n, k + 1], y[n, k + 2], y[n, k + 3]
+            for c in range(channels):
+                m[c] += (y0[c] + y1[c]) + (y2[c] + y3[c])
+        for c in range(channels):
+            m[c] *= inv
+        for k in range(0, size, 4):
+            y0, y1, y2, y3 = y[n, k], y[n, k + 1], y[n, k + 2], y[n, k + 3]
+            for c in range(channels):
+                e0, e1, e2, e3 = y0[c] - m[c], y1[c] - m[c], y2[c] - m[c], y3[c] - m[c]
+                q[c] += (e0 * e0 + e1 * e1) + (e2 * e2 + e3 * e3)
+        for c in range(channels):
+            q[c] = np.float32(1.0) / np.sqrt(q[c] * inv + np.float32(eps))
+            scale[c] = gamma[c] * q[c]
+            shift[c] = beta[c] - m[c] * scale[c]
+        for p in range(out.shape[1]):
+            a = (p // half) * 2 * width + (p % half) * 2
+            y0, y1, y2, y3, o = y[n, a], y[n, a + 1], y[n, a + width], y[n, a + width + 1], out[n, p]
+            for c in range(channels):
+                o[c] = quarter * ((max(y0[c] * scale[c] + shift[c], zero) + max(y1[c] * scale[c] + shift[c], zero))
+                                  + (max(y2[c] * scale[c] + shift[c], zero) + max(y3[c] * scale[c] + shift[c], zero)))
+
+
+@njit(**JIT)
+def _backward(y, gamma, beta, width, mean, rstd, dout, dy, dgamma, dbeta):
+    """Gradients of Σ dout·pool(relu(norm(y))) w.r.t. y (into dy), γ and β (summed over images)."""
+    size, channels = y.shape[1], y.shape[2]
+    half = width // 2
+    inv = np.float32(1.0 / size)
+    zero, quarter = np.float32(0.0), np.float32(0.25)
+    scale, shift = np.empty(channels, np.float32), np.empty(channels, np.float32)
+    sum_dz, sum_dzx = np.empty(channels, np.float32), np.empty(channels, np.float32)
+    dgamma[:] = 0.0
+    dbeta[:] = 0.0
+    for n in range(y.shape[0]):
+        m, rs = mean[n], rstd[n]
+        for c in range(channels):
+            scale[c] = gamma[c] * rs[c]
+            shift[c] = beta[c] - m[c] * scale[c]
+        sum_dz[:] = 0.0
+        sum_dzx[:] = 0.0
+        for p in range(dout.shape[1]):
+            a = (p // half) * 2 * width + (p % half) * 2
+            b = a + width
+            d = dout[n, p]
+            y0, y1, y2, y3 = y[n, a], y[n, a + 1], y[n, b], y[n, b + 1]
+            g0, g1, g2, g3 = dy[n, a], dy[n, a + 1], dy[n, b], dy[n, b + 1]
+            for c in range(channels):
+                up = quarter * d[c]
+                z0 = up if y0[c] * scale[c] + shift[c] > zero else zero
+                z1 = up if y1[c] * scale[c] + shift[c] > zero else zero
+                z2 = up if y2[c] * scale[c] + shift[c] > zero else zero
+                z3 = up if y3[c] * scale[c] + shift[c] > zero else zero
+                g0[c], g1[c], g2[c], g3[c] = z0, z1, z2, z3
+                sum_dz[c] += (z0 + z1) + (z2 + z3)
+                sum_dzx[c] += (z0 * (y0[c] - m[c]) + z1 * (y1[c] - m[c])) + (z2 * (y2[c] - m[c]) + z3 * (y3[c] - m[c]))
+        for c in range(channels):
+            sum_dzx[c] *= rs[c]
+            dgamma[c] += sum_dzx[c]
+            dbeta[c] += sum_dz[c]
+            sum_dz[c] *= gamma[c] * inv
+            sum_dzx[c] *= gamma[c] * inv * rs[c]
+        for k in range(size):
+            yk, gk = y[n, k], dy[n, k]
+            for c in range(channels):
+                gk[c] = rs[c] * (gamma[c] * gk[c] - sum_dz[c] - (yk[c] - m[c]) * sum_dzx[c])
+
+
+def _channels_last(x: torch.Tensor) -> np.ndarray:
+    """The [N, H·W, C] numpy view of a channels-last NCHW tensor."""
+    n, c, h, w = x.shape
+    view = x.detach().permute(0, 2, 3, 1).reshape(n, h * w, c)
+    if view.data_ptr() != x.data_ptr():  # a copy: the kernels would write into it, not into x
+        raise ValueError(f"expected a channels-last tensor, got strides {x.stride()} for shape {tuple(x.shape)}")
+    return view.numpy()
+
+
+class NormReluPool(torch.autograd.Function):
+    """``avg_pool2d(relu(group_norm(x, C, weight, bias, eps)), 2)`` with one group per channel, channels last."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+        n, c, h, w = x.shape
+        x = x.contiguous(memory_format=torch.channels_last)
+        out = torch.empty(n, c, h // 2, w // 2, memory_format=torch.channels_last)
+        mean, rstd = torch.empty(n, c), torch.empty(n, c)
+        _forward(_channels_last(x), weight.detach().numpy(), bias.detach().numpy(), w, eps, _channels_last(out),
+                 mean.numpy(), rstd.numpy())
+        ctx.save_for_backward(x, weight, bias, mean, rstd)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout: torch.Tensor):
+        if torch.is_grad_enabled():  # create_graph: the gradient would silently lose its own derivative
+            raise RuntimeError("norm_relu_pool has first derivatives only; differentiate twice through "
+                               "convnet_layer_outputs(..., fused=False)")
+        x, weight, bias, mean, rstd = ctx.saved_tensors
+        dout = dout.contiguous(memory_format=torch.channels_last)
+        dx = torch.empty_like(x, memory_format=torch.channels_last)
+        dweight, dbias = torch.empty_like(weight), torch.empty_like(bias)
+        _backward(_channels_last(x), weight.detach().numpy(), bias.detach().numpy(), x.shape[3], mean.numpy(),
+                  rstd.numpy(), _channels_last(dout), _channels_last(dx), dweight.numpy(), dbias.numpy())
+        return dx, dweight, dbias, None
+
+
+def norm_relu_pool(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    """The fused block on a float32 CPU batch with even sides; the result is channels last."""
+    return NormReluPool.apply(x, weight, bias, eps)
+
