@@ -55,3 +55,25 @@ def test_second_derivatives_are_refused():
     x, weight, bias = inputs(2, 3, 4, 4)
     with pytest.raises(RuntimeError, match="first derivatives only"):
         torch.autograd.grad(norm_relu_pool(x, weight, bias, 1e-5).sum(), weight, create_graph=True)
+
+
+def test_the_benchmarks_unfused_switch_routes_every_convnet_pass_through_pytorch_and_restores():
+    from benchmarks.distill_parts import unfused
+    from classification.distill_server import _logits as server_logits
+    from classification.distill_server import class_gradients
+    from classification.models import ConvNet
+
+    model = ConvNet((1, 8, 8), 3, width=4)
+    images = torch.randn(4, 1, 8, 8)
+
+    def second_derivative() -> torch.Tensor:
+        (grad, *_) = torch.autograd.grad(
+            F.cross_entropy(server_logits(model, images), torch.zeros(4, dtype=torch.long)),
+            list(model.parameters()), create_graph=True)
+        return torch.autograd.grad(grad.sum(), next(model.parameters()))[0]
+
+    with unfused():
+        assert torch.isfinite(second_derivative()).all()
+    with pytest.raises(RuntimeError, match="first derivatives only"):
+        second_derivative()
+    assert len(class_gradients(model, images, 0, create_graph=True)) == 4  # matching's path stays unfused
