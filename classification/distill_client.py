@@ -364,8 +364,8 @@ def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True) -
         plain_pool = pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0
         if fused and plain_pool and norm.num_groups == x.shape[1] and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0:
             x = norm_relu_pool(x, norm.weight, norm.bias, norm.eps)
-        else:
-            x = F.group_norm(x, norm.num_groups, norm.weight, norm.bias, norm.eps)
+        else:  # PyTorch's group norm and pooling run ~1.6× slower on channels-last maps
+            x = F.group_norm(_row_major(x), norm.num_groups, norm.weight, norm.bias, norm.eps)
             x = _avg_pool_2x2(F.relu(x)) if plain_pool else pool(F.relu(x))
         outputs.append(x)
     outputs.append(model.classifier(x.flatten(1)))
