@@ -348,7 +348,7 @@ def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True) -
 
     ``fused`` (first derivatives only; not under ``vmap``): channels-last maps, each block's
     instance norm, ReLU and 2×2 pool in one pass on even sides (:mod:`classification.norm_block`;
-    a fine-tuning step of the digits ConvNet ~1.8× faster). Otherwise PyTorch's operators, with
+    a fine-tuning step of the digits ConvNet 1.6× faster). Otherwise PyTorch's operators, with
     the 2×2 average pool, PyTorch's slowest step on these small NCHW maps (measured 4× slower
     forward and backward than the alternatives below), as one matrix product with a fixed
     pooling matrix on maps of at most 8×8, a sum of adjacent rows then columns on larger even
