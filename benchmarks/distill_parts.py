@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import defaultdict
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -72,8 +73,7 @@ def main() -> None:
         for _ in range(args.calls):
             client.distill(model, real, real_labels, preset, 5.0, g)
 
-    times: dict[str, list[float]] = {key: [] for key in ("finetune fused", "finetune torch", "distill fused",
-                                                          "distill torch")}
+    times: defaultdict[str, list[float]] = defaultdict(list)
     for work, name, per in ((finetune, "finetune", epochs * 8), (distill, "distill", args.calls)):
         work()  # numba's kernels load, oneDNN picks its kernels
         for _ in range(args.repeats):
