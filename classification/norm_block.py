@@ -104,7 +104,16 @@ def _backward(y, gamma, beta, width, mean, rstd, dout, dy, dgamma, dbeta):
                 gk[c] = rs[c] * (gamma[c] * gk[c] - sum_dz[c] - (yk[c] - m[c]) * sum_dzx[c])
 
 
-def _slabs(x: torch.Tensor) -> np.ndarray:
+def channels_last(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with channels-last strides, also when it has one channel (where PyTorch would take
+    NCHW strides for channels last too, and the convolution would answer in NCHW)."""
+    n, c, h, w = x.shape
+    if x.stride() == (h * w * c, 1, w * c, c):
+        return x
+    return torch.empty(x.shape, dtype=x.dtype, memory_format=torch.channels_last).copy_(x)
+
+
+def slabs(x: torch.Tensor) -> np.ndarray:
     """The [N, H·W, C] numpy view of a channels-last NCHW tensor: one slab per image."""
     n, c, h, w = x.shape
     view = x.detach().permute(0, 2, 3, 1).reshape(n, h * w, c)
@@ -122,7 +131,7 @@ class NormReluPool(torch.autograd.Function):
         x = x.contiguous(memory_format=torch.channels_last)
         out = torch.empty(n, c, h // 2, w // 2, memory_format=torch.channels_last)
         mean, rstd = torch.empty(n, c), torch.empty(n, c)
-        _forward(_slabs(x), weight.detach().numpy(), bias.detach().numpy(), w, eps, _slabs(out),
+        _forward(slabs(x), weight.detach().numpy(), bias.detach().numpy(), w, eps, slabs(out),
                  mean.numpy(), rstd.numpy())
         ctx.save_for_backward(x, weight, bias, mean, rstd)
         return out
@@ -136,8 +145,8 @@ class NormReluPool(torch.autograd.Function):
         dout = dout.contiguous(memory_format=torch.channels_last)
         dx = torch.empty_like(x, memory_format=torch.channels_last)
         dweight, dbias = torch.empty_like(weight), torch.empty_like(bias)
-        _backward(_slabs(x), weight.detach().numpy(), bias.detach().numpy(), x.shape[3], mean.numpy(),
-                  rstd.numpy(), _slabs(dout), _slabs(dx), dweight.numpy(), dbias.numpy())
+        _backward(slabs(x), weight.detach().numpy(), bias.detach().numpy(), x.shape[3], mean.numpy(),
+                  rstd.numpy(), slabs(dout), slabs(dx), dweight.numpy(), dbias.numpy())
         return dx, dweight, dbias, None
 
 

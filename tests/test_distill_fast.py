@@ -11,11 +11,14 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from classification.distill_client import (
     DistillConfig,
     SyntheticSet,
+    _dense_conv,
+    _ErrorBall,
     _row_major,
     convnet_layer_outputs,
     distill,
@@ -149,3 +152,33 @@ def test_gradient_match_equals_the_per_group_reference():
     for a, b in zip(fast, slow):
         assert a.classes == b.classes
         torch.testing.assert_close(a.images, b.images, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("side", [(2, 2), (1, 1), (1, 2), (2, 1)])
+def test_small_maps_convolve_as_one_matrix_product(side):
+    """Every tap inside the map (2×2) and the zero blocks where taps fall outside (1×1, 1×2, 2×1)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, *side, generator=g).contiguous(memory_format=torch.channels_last).requires_grad_()
+    weight = torch.randn(4, 5, 3, 3, generator=g, requires_grad=True)
+    bias = torch.randn(4, generator=g, requires_grad=True)
+    expected, dense = F.conv2d(x, weight, bias, padding=1), _dense_conv(x, weight, bias)
+    assert dense.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(dense, expected)
+    upstream = torch.randn_like(expected)
+    for a, b in zip(torch.autograd.grad(dense, (x, weight, bias), upstream),
+                    torch.autograd.grad(expected, (x, weight, bias), upstream)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_error_ball_draws_the_weights_of_sample_model_on_error_ball():
+    """Same generator draws, same weights (the norm's float64 sum runs in another order: to
+    rounding); the centre model is left as it was."""
+    model = ConvNet((1, 8, 8), 3, width=4)
+    before = [p.clone() for p in model.parameters()]
+    ball = _ErrorBall(model, 2.5, torch.Generator().manual_seed(3))
+    reference = torch.Generator().manual_seed(3)
+    for _ in range(3):
+        drawn, expected = ball.draw(), sample_model_on_error_ball(model, 2.5, reference)
+        for a, b in zip(drawn.parameters(), expected.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), before))
