@@ -21,6 +21,7 @@ from torch import nn
 
 from classification.dp import DPConfig, clip_and_noise
 from classification.few_channel_conv import FEW_CHANNELS, few_channel_conv
+from classification.first_block import first_block
 from classification.models import ConvNet
 from classification.norm_block import channels_last, norm_relu_pool
 from frd.errors import FrdError
@@ -371,21 +372,34 @@ def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True) -
     outputs = []
     for block in cast(nn.ModuleList, model.blocks):
         conv, norm, _, pool = cast(Any, block)  # an nn.Sequential: conv, group norm, ReLU, pool
-        if fused and x.shape[2] * x.shape[3] <= DENSE_MAP and _same_3x3(conv):
-            x = _dense_conv(x, conv.weight, conv.bias)
-        elif fused and x.shape[1] <= FEW_CHANNELS and _same_3x3(conv):
-            x = few_channel_conv(x, conv.weight, conv.bias)
-        else:
-            x = F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding)
         plain_pool = pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0
-        if fused and plain_pool and norm.num_groups == x.shape[1] and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0:
-            x = norm_relu_pool(x, norm.weight, norm.bias, norm.eps)
-        else:  # PyTorch's group norm and pooling run ~1.6× slower on channels-last maps
-            x = F.group_norm(_row_major(x), norm.num_groups, norm.weight, norm.bias, norm.eps)
-            x = _avg_pool_2x2(F.relu(x)) if plain_pool else pool(F.relu(x))
+        instance_norm = norm.num_groups == conv.out_channels
+        if fused and plain_pool and instance_norm and _same_3x3(conv) and _even(x) and x.shape[1] <= FEW_CHANNELS:
+            x = first_block(x, conv.weight, conv.bias, norm.weight, norm.bias, norm.eps)
+        else:
+            x = _conv(x, conv, fused)
+            if fused and plain_pool and instance_norm and _even(x):
+                x = norm_relu_pool(x, norm.weight, norm.bias, norm.eps)
+            else:  # PyTorch's group norm and pooling run ~1.6× slower on channels-last maps
+                x = F.group_norm(_row_major(x), norm.num_groups, norm.weight, norm.bias, norm.eps)
+                x = _avg_pool_2x2(F.relu(x)) if plain_pool else pool(F.relu(x))
         outputs.append(x)
     outputs.append(model.classifier(x.flatten(1)))
     return outputs
+
+
+def _even(x: torch.Tensor) -> bool:
+    return x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0
+
+
+def _conv(x: torch.Tensor, conv: nn.Conv2d, fused: bool) -> torch.Tensor:
+    """``conv(x)``; on the fused path small maps as one matrix product (:func:`_dense_conv`) and
+    few-channel inputs through :mod:`classification.few_channel_conv`."""
+    if fused and _same_3x3(conv) and x.shape[2] * x.shape[3] <= DENSE_MAP:
+        return _dense_conv(x, conv.weight, conv.bias)
+    if fused and _same_3x3(conv) and x.shape[1] <= FEW_CHANNELS:
+        return few_channel_conv(x, conv.weight, conv.bias)
+    return F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding)
 
 
 DENSE_MAP = 4

@@ -32,47 +32,54 @@ CPU µs: 8×8 forward 393 → 272, forward + weight gradient 839 → 576; 28×28
 
 
 @njit(**JIT)
-def _im2col(x, width, cols):
-    """cols[n, p, ci·9 + tap] = the input pixel under ``tap`` of output pixel p (0 outside the
-    map: zero padding), for x [N, H·W, Cin] channels last; cols[n, p, Cin·9] = 1 (the bias)."""
-    height = x.shape[1] // width
-    channels = x.shape[2]
+def im2col_image(x, width, cols):
+    """cols[p, ci·9 + tap] = the input pixel under ``tap`` of output pixel p (0 outside the map:
+    zero padding), for one image x [H·W, Cin] channels last; cols[p, Cin·9] = 1 (the bias)."""
+    height = x.shape[0] // width
+    channels = x.shape[1]
     zero, one = np.float32(0.0), np.float32(1.0)
-    for n in range(x.shape[0]):
-        xn, cn = x[n], cols[n]
-        for i in range(height):
-            for j in range(width):
-                row = cn[i * width + j]
-                for ci in range(channels):
-                    for di in range(3):
-                        r = i + di - 1
-                        for dj in range(3):
-                            s = j + dj - 1
-                            inside = 0 <= r < height and 0 <= s < width
-                            row[ci * 9 + di * 3 + dj] = xn[r * width + s, ci] if inside else zero
-                row[channels * 9] = one
+    for i in range(height):
+        for j in range(width):
+            row = cols[i * width + j]
+            for ci in range(channels):
+                for di in range(3):
+                    r = i + di - 1
+                    for dj in range(3):
+                        s = j + dj - 1
+                        inside = 0 <= r < height and 0 <= s < width
+                        row[ci * 9 + di * 3 + dj] = x[r * width + s, ci] if inside else zero
+            row[channels * 9] = one
 
 
 @njit(**JIT)
-def _col2im(cols, width, dx):
-    """dx[n, pixel, ci] = Σ over the output pixels p whose 3×3 window holds that pixel of
-    cols[n, p, ci·9 + tap] (channels last; taps outside the map are dropped: zero padding)."""
-    height = cols.shape[1] // width
-    channels = dx.shape[2]
-    for n in range(cols.shape[0]):
-        d, c = dx[n], cols[n]
-        d[...] = 0.0
-        for i in range(height):
-            for j in range(width):
-                p = i * width + j
-                for di in range(3):
-                    r = i + di - 1
-                    if 0 <= r < height:
-                        for dj in range(3):
-                            s = j + dj - 1
-                            if 0 <= s < width:
-                                for ci in range(channels):
-                                    d[r * width + s, ci] += c[p, ci * 9 + di * 3 + dj]
+def col2im_image(back, width, dx):
+    """dx[pixel, ci] = Σ over the output pixels p whose 3×3 window holds that pixel of
+    back[p, ci·9 + tap], for one image (channels last; taps outside the map are dropped)."""
+    height = back.shape[0] // width
+    dx[...] = 0.0
+    for i in range(height):
+        for j in range(width):
+            p = i * width + j
+            for di in range(3):
+                r = i + di - 1
+                if 0 <= r < height:
+                    for dj in range(3):
+                        s = j + dj - 1
+                        if 0 <= s < width:
+                            for ci in range(dx.shape[1]):
+                                dx[r * width + s, ci] += back[p, ci * 9 + di * 3 + dj]
+
+
+@njit(**JIT)
+def _im2col(x, width, cols):
+    for n in range(x.shape[0]):
+        im2col_image(x[n], width, cols[n])
+
+
+@njit(**JIT)
+def _col2im(back, width, dx):
+    for n in range(back.shape[0]):
+        col2im_image(back[n], width, dx[n])
 
 
 class FewChannelConv(torch.autograd.Function):

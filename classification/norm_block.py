@@ -24,84 +24,96 @@ from agents.kernel import JIT
 
 
 @njit(**JIT)
-def _forward(y, gamma, beta, width, eps, out, mean, rstd):
-    """out = pool(relu(norm(y))) for y [N, H·W, C] (channels last); saves every (image, channel)'s
-    mean and 1/σ."""
-    size, channels = y.shape[1], y.shape[2]
+def norm_pool_image(y, gamma, beta, width, eps, out, m, q, scale, shift):
+    """One image: out = pool(relu(norm(y))) for y [H·W, C]; writes its mean and 1/σ into m, q."""
+    size, channels = y.shape[0], y.shape[1]
     half = width // 2
     inv = np.float32(1.0 / size)
     zero, quarter = np.float32(0.0), np.float32(0.25)
-    scale, shift = np.empty(channels, np.float32), np.empty(channels, np.float32)
+    m[:] = 0.0
+    q[:] = 0.0
+    for k in range(0, size, 4):
+        y0, y1, y2, y3 = y[k], y[k + 1], y[k + 2], y[k + 3]
+        for c in range(channels):
+            m[c] += (y0[c] + y1[c]) + (y2[c] + y3[c])
+    for c in range(channels):
+        m[c] *= inv
+    for k in range(0, size, 4):
+        y0, y1, y2, y3 = y[k], y[k + 1], y[k + 2], y[k + 3]
+        for c in range(channels):
+            e0, e1, e2, e3 = y0[c] - m[c], y1[c] - m[c], y2[c] - m[c], y3[c] - m[c]
+            q[c] += (e0 * e0 + e1 * e1) + (e2 * e2 + e3 * e3)
+    for c in range(channels):
+        q[c] = np.float32(1.0) / np.sqrt(q[c] * inv + np.float32(eps))
+        scale[c] = gamma[c] * q[c]
+        shift[c] = beta[c] - m[c] * scale[c]
+    for p in range(out.shape[0]):
+        a = (p // half) * 2 * width + (p % half) * 2
+        y0, y1, y2, y3, o = y[a], y[a + 1], y[a + width], y[a + width + 1], out[p]
+        for c in range(channels):
+            o[c] = quarter * ((max(y0[c] * scale[c] + shift[c], zero) + max(y1[c] * scale[c] + shift[c], zero))
+                              + (max(y2[c] * scale[c] + shift[c], zero) + max(y3[c] * scale[c] + shift[c], zero)))
+
+
+@njit(**JIT)
+def norm_pool_image_backward(y, gamma, beta, width, m, rs, dout, dy, dgamma, dbeta, scale, shift, sum_dz, sum_dzx):
+    """One image: dy = ∂(Σ dout·pool(relu(norm(y))))/∂y; adds its share of ∂/∂γ and ∂/∂β."""
+    size, channels = y.shape[0], y.shape[1]
+    half = width // 2
+    inv = np.float32(1.0 / size)
+    zero, quarter = np.float32(0.0), np.float32(0.25)
+    for c in range(channels):
+        scale[c] = gamma[c] * rs[c]
+        shift[c] = beta[c] - m[c] * scale[c]
+    sum_dz[:] = 0.0
+    sum_dzx[:] = 0.0
+    for p in range(dout.shape[0]):
+        a = (p // half) * 2 * width + (p % half) * 2
+        b = a + width
+        d = dout[p]
+        y0, y1, y2, y3 = y[a], y[a + 1], y[b], y[b + 1]
+        g0, g1, g2, g3 = dy[a], dy[a + 1], dy[b], dy[b + 1]
+        for c in range(channels):
+            up = quarter * d[c]
+            z0 = up if y0[c] * scale[c] + shift[c] > zero else zero
+            z1 = up if y1[c] * scale[c] + shift[c] > zero else zero
+            z2 = up if y2[c] * scale[c] + shift[c] > zero else zero
+            z3 = up if y3[c] * scale[c] + shift[c] > zero else zero
+            g0[c], g1[c], g2[c], g3[c] = z0, z1, z2, z3
+            sum_dz[c] += (z0 + z1) + (z2 + z3)
+            sum_dzx[c] += (z0 * (y0[c] - m[c]) + z1 * (y1[c] - m[c])) + (z2 * (y2[c] - m[c]) + z3 * (y3[c] - m[c]))
+    for c in range(channels):
+        sum_dzx[c] *= rs[c]
+        dgamma[c] += sum_dzx[c]
+        dbeta[c] += sum_dz[c]
+        sum_dz[c] *= gamma[c] * inv
+        sum_dzx[c] *= gamma[c] * inv * rs[c]
+    for k in range(size):
+        yk, gk = y[k], dy[k]
+        for c in range(channels):
+            gk[c] = rs[c] * (gamma[c] * gk[c] - sum_dz[c] - (yk[c] - m[c]) * sum_dzx[c])
+
+
+@njit(**JIT)
+def _forward(y, gamma, beta, width, eps, out, mean, rstd):
+    """out = pool(relu(norm(y))) for y [N, H·W, C] (channels last), image by image; saves every
+    (image, channel)'s mean and 1/σ."""
+    scale, shift = np.empty(y.shape[2], np.float32), np.empty(y.shape[2], np.float32)
     for n in range(y.shape[0]):
-        m, q = mean[n], rstd[n]
-        m[:] = 0.0
-        q[:] = 0.0
-        for k in range(0, size, 4):
-            y0, y1, y2, y3 = y[n, k], y[n, k + 1], y[n, k + 2], y[n, k + 3]
-            for c in range(channels):
-                m[c] += (y0[c] + y1[c]) + (y2[c] + y3[c])
-        for c in range(channels):
-            m[c] *= inv
-        for k in range(0, size, 4):
-            y0, y1, y2, y3 = y[n, k], y[n, k + 1], y[n, k + 2], y[n, k + 3]
-            for c in range(channels):
-                e0, e1, e2, e3 = y0[c] - m[c], y1[c] - m[c], y2[c] - m[c], y3[c] - m[c]
-                q[c] += (e0 * e0 + e1 * e1) + (e2 * e2 + e3 * e3)
-        for c in range(channels):
-            q[c] = np.float32(1.0) / np.sqrt(q[c] * inv + np.float32(eps))
-            scale[c] = gamma[c] * q[c]
-            shift[c] = beta[c] - m[c] * scale[c]
-        for p in range(out.shape[1]):
-            a = (p // half) * 2 * width + (p % half) * 2
-            y0, y1, y2, y3, o = y[n, a], y[n, a + 1], y[n, a + width], y[n, a + width + 1], out[n, p]
-            for c in range(channels):
-                o[c] = quarter * ((max(y0[c] * scale[c] + shift[c], zero) + max(y1[c] * scale[c] + shift[c], zero))
-                                  + (max(y2[c] * scale[c] + shift[c], zero) + max(y3[c] * scale[c] + shift[c], zero)))
+        norm_pool_image(y[n], gamma, beta, width, eps, out[n], mean[n], rstd[n], scale, shift)
 
 
 @njit(**JIT)
 def _backward(y, gamma, beta, width, mean, rstd, dout, dy, dgamma, dbeta):
     """Gradients of Σ dout·pool(relu(norm(y))) w.r.t. y (into dy), γ and β (summed over images)."""
-    size, channels = y.shape[1], y.shape[2]
-    half = width // 2
-    inv = np.float32(1.0 / size)
-    zero, quarter = np.float32(0.0), np.float32(0.25)
-    scale, shift = np.empty(channels, np.float32), np.empty(channels, np.float32)
-    sum_dz, sum_dzx = np.empty(channels, np.float32), np.empty(channels, np.float32)
+    c = y.shape[2]
+    scale, shift = np.empty(c, np.float32), np.empty(c, np.float32)
+    sum_dz, sum_dzx = np.empty(c, np.float32), np.empty(c, np.float32)
     dgamma[:] = 0.0
     dbeta[:] = 0.0
     for n in range(y.shape[0]):
-        m, rs = mean[n], rstd[n]
-        for c in range(channels):
-            scale[c] = gamma[c] * rs[c]
-            shift[c] = beta[c] - m[c] * scale[c]
-        sum_dz[:] = 0.0
-        sum_dzx[:] = 0.0
-        for p in range(dout.shape[1]):
-            a = (p // half) * 2 * width + (p % half) * 2
-            b = a + width
-            d = dout[n, p]
-            y0, y1, y2, y3 = y[n, a], y[n, a + 1], y[n, b], y[n, b + 1]
-            g0, g1, g2, g3 = dy[n, a], dy[n, a + 1], dy[n, b], dy[n, b + 1]
-            for c in range(channels):
-                up = quarter * d[c]
-                z0 = up if y0[c] * scale[c] + shift[c] > zero else zero
-                z1 = up if y1[c] * scale[c] + shift[c] > zero else zero
-                z2 = up if y2[c] * scale[c] + shift[c] > zero else zero
-                z3 = up if y3[c] * scale[c] + shift[c] > zero else zero
-                g0[c], g1[c], g2[c], g3[c] = z0, z1, z2, z3
-                sum_dz[c] += (z0 + z1) + (z2 + z3)
-                sum_dzx[c] += (z0 * (y0[c] - m[c]) + z1 * (y1[c] - m[c])) + (z2 * (y2[c] - m[c]) + z3 * (y3[c] - m[c]))
-        for c in range(channels):
-            sum_dzx[c] *= rs[c]
-            dgamma[c] += sum_dzx[c]
-            dbeta[c] += sum_dz[c]
-            sum_dz[c] *= gamma[c] * inv
-            sum_dzx[c] *= gamma[c] * inv * rs[c]
-        for k in range(size):
-            yk, gk = y[n, k], dy[n, k]
-            for c in range(channels):
-                gk[c] = rs[c] * (gamma[c] * gk[c] - sum_dz[c] - (yk[c] - m[c]) * sum_dzx[c])
+        norm_pool_image_backward(y[n], gamma, beta, width, mean[n], rstd[n], dout[n], dy[n], dgamma, dbeta,
+                                  scale, shift, sum_dz, sum_dzx)
 
 
 def channels_last(x: torch.Tensor) -> torch.Tensor:
