@@ -358,9 +358,13 @@ def _layer_outputs(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
 def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True) -> list[torch.Tensor]:
     """``model.layer_outputs(x)`` with the same weights and math, in CPU-friendlier kernels.
 
-    ``fused`` (first derivatives only; not under ``vmap``): channels-last maps, each block's
-    instance norm, ReLU and 2×2 pool in one pass on even sides (:mod:`classification.norm_block`;
-    a fine-tuning step of the digits ConvNet 1.6× faster). Otherwise PyTorch's operators, with
+    ``fused`` (first derivatives only; not under ``vmap``): channels-last maps; a first block
+    reading few channels whole, image by image (:mod:`classification.first_block`); each later
+    block's instance norm, ReLU and 2×2 pool in one pass on even sides
+    (:mod:`classification.norm_block`); 3×3 convolutions of maps of at most ``DENSE_MAP`` pixels as
+    one matrix product (:func:`_dense_conv`), and of few-channel inputs on odd sides through
+    :mod:`classification.few_channel_conv` (a fine-tuning step of the digits ConvNet ~2× faster
+    than with PyTorch's operators). Otherwise PyTorch's operators, with
     the 2×2 average pool, PyTorch's slowest step on these small NCHW maps (measured 4× slower
     forward and backward than the alternatives below), as one matrix product with a fixed
     pooling matrix on maps of at most 8×8, a sum of adjacent rows then columns on larger even
@@ -375,7 +379,7 @@ def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True) -
         plain_pool = pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0
         instance_norm = norm.num_groups == conv.out_channels
         if fused and plain_pool and instance_norm and _same_3x3(conv) and _even(x) and x.shape[1] <= FEW_CHANNELS:
-            x = first_block(x, conv.weight, conv.bias, norm.weight, norm.bias, norm.eps)
+            x = first_block(x, conv.weight, _bias(conv), norm.weight, norm.bias, norm.eps)
         else:
             x = _conv(x, conv, fused)
             if fused and plain_pool and instance_norm and _even(x):
@@ -396,10 +400,14 @@ def _conv(x: torch.Tensor, conv: nn.Conv2d, fused: bool) -> torch.Tensor:
     """``conv(x)``; on the fused path small maps as one matrix product (:func:`_dense_conv`) and
     few-channel inputs through :mod:`classification.few_channel_conv`."""
     if fused and _same_3x3(conv) and x.shape[2] * x.shape[3] <= DENSE_MAP:
-        return _dense_conv(x, conv.weight, conv.bias)
+        return _dense_conv(x, conv.weight, _bias(conv))
     if fused and _same_3x3(conv) and x.shape[1] <= FEW_CHANNELS:
-        return few_channel_conv(x, conv.weight, conv.bias)
+        return few_channel_conv(x, conv.weight, _bias(conv))
     return F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding)
+
+
+def _bias(conv: nn.Conv2d) -> torch.Tensor:
+    return conv.bias if conv.bias is not None else conv.weight.new_zeros(conv.out_channels)
 
 
 DENSE_MAP = 4

@@ -19,8 +19,7 @@ import torch
 import torch.nn.functional as F
 from numba import njit
 
-from agents.kernel import JIT
-from classification.norm_block import channels_last, slabs
+from classification.norm_block import KERNEL, channels_last, slabs
 
 FEW_CHANNELS = 4
 """Inputs with at most this many channels take this path (oneDNN's input gradient is efficient
@@ -31,7 +30,7 @@ CPU µs: 8×8 forward 393 → 272, forward + weight gradient 839 → 576; 28×28
 3,330, so larger maps keep oneDNN's)."""
 
 
-@njit(**JIT)
+@njit(**KERNEL)
 def im2col_image(x, width, cols):
     """cols[p, ci·9 + tap] = the input pixel under ``tap`` of output pixel p (0 outside the map:
     zero padding), for one image x [H·W, Cin] channels last; cols[p, Cin·9] = 1 (the bias)."""
@@ -51,7 +50,7 @@ def im2col_image(x, width, cols):
             row[channels * 9] = one
 
 
-@njit(**JIT)
+@njit(**KERNEL)
 def col2im_image(back, width, dx):
     """dx[pixel, ci] = Σ over the output pixels p whose 3×3 window holds that pixel of
     back[p, ci·9 + tap], for one image (channels last; taps outside the map are dropped)."""
@@ -70,13 +69,13 @@ def col2im_image(back, width, dx):
                                 dx[r * width + s, ci] += back[p, ci * 9 + di * 3 + dj]
 
 
-@njit(**JIT)
+@njit(**KERNEL)
 def _im2col(x, width, cols):
     for n in range(x.shape[0]):
         im2col_image(x[n], width, cols[n])
 
 
-@njit(**JIT)
+@njit(**KERNEL)
 def _col2im(back, width, dx):
     for n in range(back.shape[0]):
         col2im_image(back[n], width, dx[n])

@@ -20,12 +20,11 @@ import numpy as np
 import torch
 from numba import njit
 
-from agents.kernel import JIT
 from classification.few_channel_conv import col2im_image, im2col_image
-from classification.norm_block import channels_last, norm_pool_image, norm_pool_image_backward, slabs
+from classification.norm_block import KERNEL, channels_last, norm_pool_image, norm_pool_image_backward, slabs
 
 
-@njit(**JIT)
+@njit(**KERNEL)
 def _forward(x, kernel, gamma, beta, width, eps, out, mean, rstd):
     """out[n] = pool(relu(norm(conv(x[n])))) for x [N, H·W, Cin]; ``kernel`` is [Cin·9 + 1, C]
     (taps, then the bias); saves every (image, channel)'s mean and 1/σ."""
@@ -38,7 +37,7 @@ def _forward(x, kernel, gamma, beta, width, eps, out, mean, rstd):
         norm_pool_image(y, gamma, beta, width, eps, out[n], mean[n], rstd[n], scale, shift)
 
 
-@njit(**JIT)
+@njit(**KERNEL)
 def _backward(x, kernel, gamma, beta, width, mean, rstd, dout, dx, dkernel, dgamma, dbeta):
     """Gradients of Σ dout·block(x): the kernel's (taps and bias, [Cin·9 + 1, C]), γ's and β's
     summed over images; x's into dx when it has rows."""

@@ -19,11 +19,31 @@ from __future__ import annotations
 import numpy as np
 import torch
 from numba import njit
+from numba.core.compiler import Compiler
 
 from agents.kernel import JIT
 
 
-@njit(**JIT)
+class _DistinctArrays(Compiler):
+    """numba's own pipeline with its ``noalias`` flag on: the array arguments of a kernel compiled
+    with it are declared not to overlap, so LLVM vectorizes the 32-channel loops below without
+    runtime overlap checks and scalar fallbacks (one image in L1: this module's forward 585 →
+    426 ns, backward 1,140 → 721 ns). Every kernel compiled with it must be called with arrays
+    that share no memory, which holds for all callers in this package (each argument is its own
+    tensor or scratch buffer)."""
+
+    def __init__(self, typingctx, targetctx, library, args, return_type, flags, locals):
+        flags = flags.copy()
+        flags.noalias = True
+        super().__init__(typingctx, targetctx, library, args, return_type, flags, locals)
+
+
+KERNEL: dict = dict(JIT, pipeline_class=_DistinctArrays)
+"""The numba options of the ConvNet's fused kernels (here, :mod:`classification.few_channel_conv`
+and :mod:`classification.first_block`)."""
+
+
+@njit(**KERNEL)
 def norm_pool_image(y, gamma, beta, width, eps, out, m, q, scale, shift):
     """One image: out = pool(relu(norm(y))) for y [H·W, C]; writes its mean and 1/σ into m, q."""
     size, channels = y.shape[0], y.shape[1]
@@ -55,7 +75,7 @@ def norm_pool_image(y, gamma, beta, width, eps, out, m, q, scale, shift):
                               + (max(y2[c] * scale[c] + shift[c], zero) + max(y3[c] * scale[c] + shift[c], zero)))
 
 
-@njit(**JIT)
+@njit(**KERNEL)
 def norm_pool_image_backward(y, gamma, beta, width, m, rs, dout, dy, dgamma, dbeta, scale, shift, sum_dz, sum_dzx):
     """One image: dy = ∂(Σ dout·pool(relu(norm(y))))/∂y; adds its share of ∂/∂γ and ∂/∂β."""
     size, channels = y.shape[0], y.shape[1]
@@ -94,7 +114,7 @@ def norm_pool_image_backward(y, gamma, beta, width, m, rs, dout, dy, dgamma, dbe
             gk[c] = rs[c] * (gamma[c] * gk[c] - sum_dz[c] - (yk[c] - m[c]) * sum_dzx[c])
 
 
-@njit(**JIT)
+@njit(**KERNEL)
 def _forward(y, gamma, beta, width, eps, out, mean, rstd):
     """out = pool(relu(norm(y))) for y [N, H·W, C] (channels last), image by image; saves every
     (image, channel)'s mean and 1/σ."""
@@ -103,7 +123,7 @@ def _forward(y, gamma, beta, width, eps, out, mean, rstd):
         norm_pool_image(y[n], gamma, beta, width, eps, out[n], mean[n], rstd[n], scale, shift)
 
 
-@njit(**JIT)
+@njit(**KERNEL)
 def _backward(y, gamma, beta, width, mean, rstd, dout, dy, dgamma, dbeta):
     """Gradients of Σ dout·pool(relu(norm(y))) w.r.t. y (into dy), γ and β (summed over images)."""
     c = y.shape[2]
