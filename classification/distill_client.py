@@ -20,8 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from classification.dp import DPConfig, clip_and_noise
-from classification.few_channel_conv import FEW_CHANNELS, few_channel_conv
-from classification.first_block import first_block
+from classification.first_block import FEW_CHANNELS, first_block
 from classification.models import ConvNet
 from classification.norm_block import channels_last, norm_relu_pool
 from frd.errors import FrdError
@@ -362,9 +361,8 @@ def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True) -
     reading few channels whole, image by image (:mod:`classification.first_block`); each later
     block's instance norm, ReLU and 2×2 pool in one pass on even sides
     (:mod:`classification.norm_block`); 3×3 convolutions of maps of at most ``DENSE_MAP`` pixels as
-    one matrix product (:func:`_dense_conv`), and of few-channel inputs on odd sides through
-    :mod:`classification.few_channel_conv` (a fine-tuning step of the digits ConvNet ~2× faster
-    than with PyTorch's operators). Otherwise PyTorch's operators, with
+    one matrix product (:func:`_dense_conv`); a fine-tuning step of the digits ConvNet ~2.3× faster
+    than with PyTorch's operators. Otherwise PyTorch's operators, with
     the 2×2 average pool, PyTorch's slowest step on these small NCHW maps (measured 4× slower
     forward and backward than the alternatives below), as one matrix product with a fixed
     pooling matrix on maps of at most 8×8, a sum of adjacent rows then columns on larger even
@@ -397,12 +395,9 @@ def _even(x: torch.Tensor) -> bool:
 
 
 def _conv(x: torch.Tensor, conv: nn.Conv2d, fused: bool) -> torch.Tensor:
-    """``conv(x)``; on the fused path small maps as one matrix product (:func:`_dense_conv`) and
-    few-channel inputs through :mod:`classification.few_channel_conv`."""
+    """``conv(x)``; on the fused path small maps as one matrix product (:func:`_dense_conv`)."""
     if fused and _same_3x3(conv) and x.shape[2] * x.shape[3] <= DENSE_MAP:
         return _dense_conv(x, conv.weight, _bias(conv))
-    if fused and _same_3x3(conv) and x.shape[1] <= FEW_CHANNELS:
-        return few_channel_conv(x, conv.weight, _bias(conv))
     return F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding)
 
 

@@ -5,13 +5,13 @@ a fine-tuning batch of digits), and so is its gradient. Built layer by layer, ea
 allocation that the next layer reads back from L2 or memory, and glibc hands such buffers out as
 fresh pages, page-faulted in on first touch (a fine-tuning step ran 15 % faster with
 ``MALLOC_MMAP_THRESHOLD_`` raised). Here one numba pass per image does the block in a few KB of
-scratch: the image's im2col columns (:func:`classification.few_channel_conv.im2col_image`), one
-small matrix product for the convolution, then the fused norm block
+scratch: the image's im2col columns (:func:`im2col_image`, the bias as a column of ones), one
+small matrix product [H·W, Cin·9 + 1] · [Cin·9 + 1, C] for the convolution, then the fused norm block
 (:func:`classification.norm_block.norm_pool_image`). The backward recomputes the image's
 convolution instead of keeping it, runs the norm block's backward, and adds the image's share of
 the kernel gradient (colsᵀ · dY) and, when asked, its input gradient (dY · W, then col2im).
 
-Same math as ``norm_relu_pool(few_channel_conv(x, w, b), γ, β, eps)`` to float32 rounding
+Same math as ``norm_relu_pool(conv2d(x, w, b, padding=1), γ, β, eps)`` to float32 rounding
 (tested); an image's output does not depend on its batch-mates. First derivatives only.
 """
 from __future__ import annotations
@@ -20,8 +20,50 @@ import numpy as np
 import torch
 from numba import njit
 
-from classification.few_channel_conv import col2im_image, im2col_image
 from classification.norm_block import KERNEL, channels_last, norm_pool_image, norm_pool_image_backward, slabs
+
+FEW_CHANNELS = 4
+"""Largest input channel count the block takes (the ConvNet's first layer: 1 on digits and MNIST, 3
+on CIFAR); wider inputs are oneDNN's home ground."""
+
+
+@njit(**KERNEL)
+def im2col_image(x, width, cols):
+    """cols[p, ci·9 + tap] = the input pixel under ``tap`` of output pixel p (0 outside the map:
+    zero padding), for one image x [H·W, Cin] channels last; cols[p, Cin·9] = 1 (the bias)."""
+    height = x.shape[0] // width
+    channels = x.shape[1]
+    zero, one = np.float32(0.0), np.float32(1.0)
+    for i in range(height):
+        for j in range(width):
+            row = cols[i * width + j]
+            for ci in range(channels):
+                for di in range(3):
+                    r = i + di - 1
+                    for dj in range(3):
+                        s = j + dj - 1
+                        inside = 0 <= r < height and 0 <= s < width
+                        row[ci * 9 + di * 3 + dj] = x[r * width + s, ci] if inside else zero
+            row[channels * 9] = one
+
+
+@njit(**KERNEL)
+def col2im_image(back, width, dx):
+    """dx[pixel, ci] = Σ over the output pixels p whose 3×3 window holds that pixel of
+    back[p, ci·9 + tap], for one image (channels last; taps outside the map are dropped)."""
+    height = back.shape[0] // width
+    dx[...] = 0.0
+    for i in range(height):
+        for j in range(width):
+            p = i * width + j
+            for di in range(3):
+                r = i + di - 1
+                if 0 <= r < height:
+                    for dj in range(3):
+                        s = j + dj - 1
+                        if 0 <= s < width:
+                            for ci in range(dx.shape[1]):
+                                dx[r * width + s, ci] += back[p, ci * 9 + di * 3 + dj]
 
 
 @njit(**KERNEL)

@@ -39,8 +39,7 @@ class _DistinctArrays(Compiler):
 
 
 KERNEL: dict = dict(JIT, pipeline_class=_DistinctArrays)
-"""The numba options of the ConvNet's fused kernels (here, :mod:`classification.few_channel_conv`
-and :mod:`classification.first_block`)."""
+"""The numba options of the ConvNet's fused kernels (here and in :mod:`classification.first_block`)."""
 
 
 @njit(**KERNEL)

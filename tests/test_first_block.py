@@ -1,11 +1,12 @@
 """The ConvNet's first block fused image by image (issue 13 §3) against PyTorch's operators."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from classification.first_block import first_block
+from classification.first_block import col2im_image, first_block
 
 
 def reference(x, conv_weight, conv_bias, weight, bias):
@@ -56,3 +57,15 @@ def test_second_derivatives_are_refused():
     x, *params = inputs(2, 1, (4, 4))
     with pytest.raises(RuntimeError, match="first derivatives only"):
         torch.autograd.grad(first_block(x, *params, 1e-5).sum(), params[0], create_graph=True)
+
+
+def test_hand_computed_col2im():
+    """One 2×2 image: output pixel p's row holds tap values 1..9 (tap = 3a + b, kernel row a,
+    column b); input pixel (r, s) receives the taps that see it from outputs inside the map, i.e.
+    those with 0 ≤ r − a + 1 < 2 and 0 ≤ s − b + 1 < 2, once per such output: (0, 0) gets taps
+    (a, b) in {0, 1}² = 1 + 2 + 4 + 5 = 12; (0, 1): a in {0, 1}, b in {1, 2} → 2 + 3 + 5 + 6 = 16;
+    (1, 0): 4 + 5 + 7 + 8 = 24; (1, 1): 5 + 6 + 8 + 9 = 28."""
+    back = np.tile(np.arange(1.0, 10.0, dtype=np.float32), (4, 1))
+    dx = np.empty((4, 1), np.float32)
+    col2im_image(back, 2, dx)
+    assert dx.ravel().tolist() == [12.0, 16.0, 24.0, 28.0]
