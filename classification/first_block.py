@@ -20,7 +20,14 @@ import numpy as np
 import torch
 from numba import njit
 
-from classification.norm_block import KERNEL, channels_last, norm_pool_image, norm_pool_image_backward, slabs
+from classification.norm_block import (
+    KERNEL,
+    channels_last,
+    first_order_upstream,
+    norm_pool_image,
+    norm_pool_image_backward,
+    slabs,
+)
 
 FEW_CHANNELS = 4
 """Largest input channel count the block takes (the ConvNet's first layer: 1 on digits and MNIST, 3
@@ -125,11 +132,8 @@ class FirstBlock(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout: torch.Tensor):
-        if torch.is_grad_enabled():  # create_graph: the gradient would silently lose its own derivative
-            raise RuntimeError("first_block has first derivatives only; differentiate twice through "
-                               "convnet_layer_outputs(..., fused=False)")
+        dout = first_order_upstream("first_block", dout)
         x, kernel, weight, bias, mean, rstd = ctx.saved_tensors
-        dout = dout.contiguous(memory_format=torch.channels_last)
         dx = torch.empty(x.shape, memory_format=torch.channels_last) if ctx.needs_input_grad[0] else None
         dkernel, dweight, dbias = torch.empty_like(kernel), torch.empty_like(weight), torch.empty_like(bias)
         _backward(slabs(x), kernel.numpy(), weight.detach().numpy(), bias.detach().numpy(), x.shape[3],

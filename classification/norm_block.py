@@ -153,6 +153,15 @@ def slabs(x: torch.Tensor) -> np.ndarray:
     return view.numpy()
 
 
+def first_order_upstream(name: str, dout: torch.Tensor) -> torch.Tensor:
+    """A fused block's upstream gradient, channels last, after refusing to build a second derivative:
+    under ``create_graph`` the gradient would silently lose its own derivative."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(f"{name} has first derivatives only; differentiate twice through "
+                           "convnet_layer_outputs(..., fused=False)")
+    return dout.contiguous(memory_format=torch.channels_last)
+
+
 class NormReluPool(torch.autograd.Function):
     """``avg_pool2d(relu(group_norm(x, C, weight, bias, eps)), 2)`` with one group per channel, channels last."""
 
@@ -169,11 +178,8 @@ class NormReluPool(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout: torch.Tensor):
-        if torch.is_grad_enabled():  # create_graph: the gradient would silently lose its own derivative
-            raise RuntimeError("norm_relu_pool has first derivatives only; differentiate twice through "
-                               "convnet_layer_outputs(..., fused=False)")
+        dout = first_order_upstream("norm_relu_pool", dout)
         x, weight, bias, mean, rstd = ctx.saved_tensors
-        dout = dout.contiguous(memory_format=torch.channels_last)
         dx = torch.empty_like(x, memory_format=torch.channels_last)
         dweight, dbias = torch.empty_like(weight), torch.empty_like(bias)
         _backward(slabs(x), weight.detach().numpy(), bias.detach().numpy(), x.shape[3], mean.numpy(),
