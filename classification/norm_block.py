@@ -30,7 +30,9 @@ class _DistinctArrays(Compiler):
     runtime overlap checks and scalar fallbacks (one image in L1: this module's forward 585 →
     426 ns, backward 1,140 → 721 ns). Every kernel compiled with it must be called with arrays
     that share no memory, which holds for all callers in this package (each argument is its own
-    tensor or scratch buffer)."""
+    tensor or scratch buffer). The flag is numba's own (``Flags.noalias``) but no decorator option,
+    hence the pipeline class; numba is pinned (0.68.*), and ``tests/test_norm_block.py`` would catch
+    a release that dropped it. (The RL kernels were tried with it too: the same bits, no faster.)"""
 
     def __init__(self, typingctx, targetctx, library, args, return_type, flags, locals):
         flags = flags.copy()

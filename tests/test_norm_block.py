@@ -1,6 +1,7 @@
 """The fused instance norm → ReLU → 2×2 average pool (issue 13 §3) against PyTorch's operators."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -77,3 +78,19 @@ def test_the_benchmarks_unfused_switch_routes_every_convnet_pass_through_pytorch
     with pytest.raises(RuntimeError, match="first derivatives only"):
         second_derivative()
     assert len(class_gradients(model, images, 0, create_graph=True)) == 4  # matching's path stays unfused
+
+
+
+def test_the_kernels_compile_with_numbas_noalias_flag():
+    """The fused kernels' speed rests on numba's noalias flag (``norm_block._DistinctArrays``): they
+    use that pipeline, and a function compiled with it carries the flag."""
+    from numba import njit
+
+    from classification.first_block import _forward as first_block_forward
+    from classification.norm_block import KERNEL, _forward
+
+    for kernel in (_forward, first_block_forward):
+        assert kernel._compiler.pipeline_class is KERNEL["pipeline_class"]
+    probe = njit(**{**KERNEL, "cache": False})(lambda a, b: a + b)
+    probe(np.ones(2), np.ones(2))
+    assert [result.fndesc.noalias for result in probe.overloads.values()] == [True]
