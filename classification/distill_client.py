@@ -375,12 +375,12 @@ def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True) -
     for block in cast(nn.ModuleList, model.blocks):
         conv, norm, _, pool = cast(Any, block)  # an nn.Sequential: conv, group norm, ReLU, pool
         plain_pool = pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0
-        instance_norm = norm.num_groups == conv.out_channels
-        if fused and plain_pool and instance_norm and _same_3x3(conv) and _even(x) and x.shape[1] <= FEW_CHANNELS:
+        fused_norm = fused and plain_pool and norm.num_groups == conv.out_channels  # instance norm
+        if fused_norm and _same_3x3(conv) and _even(x) and x.shape[1] <= FEW_CHANNELS:
             x = first_block(x, conv.weight, _bias(conv), norm.weight, norm.bias, norm.eps)
         else:
             x = _conv(x, conv, fused)
-            if fused and plain_pool and instance_norm and _even(x):
+            if fused_norm and _even(x):
                 x = norm_relu_pool(x, norm.weight, norm.bias, norm.eps)
             else:  # PyTorch's group norm and pooling run ~1.6× slower on channels-last maps
                 x = F.group_norm(_row_major(x), norm.num_groups, norm.weight, norm.bias, norm.eps)

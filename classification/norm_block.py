@@ -170,7 +170,7 @@ class NormReluPool(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
         n, c, h, w = x.shape
-        x = x.contiguous(memory_format=torch.channels_last)
+        x = channels_last(x)
         out = torch.empty(n, c, h // 2, w // 2, memory_format=torch.channels_last)
         mean, rstd = torch.empty(n, c), torch.empty(n, c)
         _forward(slabs(x), weight.detach().numpy(), bias.detach().numpy(), w, eps, slabs(out),
