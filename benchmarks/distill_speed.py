@@ -8,10 +8,11 @@ The reference is the client and server code (``classification/distill_client.py`
 loaded as separate modules in this same process; everything else (data, partitions, round loop,
 methods, model) is the current tree's, shared by both. Each run is the default ``frd cls --method
 M --dataset D`` run (``--partition dirichlet --alpha A`` for the Dirichlet rows), once with the
-method's ``distill`` and ``server_update`` swapped for the reference ones ("old") and once with the
-current ones ("new"), one after the other in this process with one torch thread. Time is CPU
-time of this process (``time.process_time``), which other jobs on a shared machine disturb less
-than wall-clock time; accuracy is the global model's after the last round.
+method's ``distill_clients`` and ``server_update`` swapped for the reference ones ("old"; its
+``distill`` client after client) and once with the current ones ("new"), one after the other in
+this process with one torch thread. Time is CPU time of this process (``time.process_time``),
+which other jobs on a shared machine disturb less than wall-clock time; accuracy is the global
+model's after the last round.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Callable, Sequence
 
 import pandas as pd
 import torch
@@ -29,6 +31,7 @@ import torch
 import classification.methods.feddualmatch as dd
 from classification.config import ClsConfig
 from classification.data import load_dataset
+from classification.distill_client import ClientData, DistillConfig, SyntheticSet
 from classification.methods import cls_config
 from classification.runner import run_seed
 
@@ -59,16 +62,22 @@ def reference_modules(base: str) -> tuple[ModuleType, ModuleType]:
     return modules[0], modules[1]
 
 
-def timed_run(config: ClsConfig, seed: int, data, distill, server_update) -> tuple[float, float, float]:
+def timed_run(config: ClsConfig, seed: int, data, distill_clients, server_update) -> tuple[float, float, float]:
     """CPU seconds, wall seconds and final global accuracy of one run with the given implementation."""
-    saved = dd.distill, dd.server_update
-    dd.distill, dd.server_update = distill, server_update
+    saved = dd.distill_clients, dd.server_update
+    dd.distill_clients, dd.server_update = distill_clients, server_update
     try:
         cpu, wall = time.process_time(), time.perf_counter()
         runs = run_seed(config, seed, data)["runs"]
         return time.process_time() - cpu, time.perf_counter() - wall, float(runs["global_accuracy"].iloc[0])
     finally:
-        dd.distill, dd.server_update = saved
+        dd.distill_clients, dd.server_update = saved
+
+
+def one_by_one(distill) -> Callable[[Sequence[ClientData], DistillConfig], list[SyntheticSet]]:
+    """``distill_clients`` from a one-client ``distill`` (the reference code's): client after client."""
+    return lambda clients, config: [distill(c.model, c.images, c.labels, config, c.radius, c.generator)
+                                    for c in clients]
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
@@ -97,8 +106,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                 extra["samples_per_device"] = args.samples_per_device
             config = cls_config(method, dataset=args.dataset, partition=partition, **extra)
             for seed in args.seeds:
-                old = timed_run(config, seed, data, old_client.distill, old_server.server_update)
-                new = timed_run(config, seed, data, dd.distill, dd.server_update)
+                old = timed_run(config, seed, data, one_by_one(old_client.distill), old_server.server_update)
+                new = timed_run(config, seed, data, dd.distill_clients, dd.server_update)
                 label = partition if partition == "iid" else f"dirichlet α={args.alpha:g}"
                 rows.append(dict(method=method, partition=label, seed=seed, old_s=old[0], new_s=new[0],
                                  speedup=old[0] / new[0], old_wall_s=old[1], new_wall_s=new[1],

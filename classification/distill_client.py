@@ -11,14 +11,18 @@ of its J - 1 feature blocks in order, then the logits (J layers in all).
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass, replace
-from typing import Any, Literal, cast
+from functools import partial
+from typing import Any, Callable, Literal, Sequence, cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from numba import njit
 from torch import nn
 
+from agents.kernel import JIT
 from classification.dp import DPConfig, clip_and_noise
 from classification.first_block import FEW_CHANNELS, first_block
 from classification.models import ConvNet
@@ -133,16 +137,17 @@ def sample_model_on_error_ball(global_model: nn.Module, radius: float,
     """A frozen copy of ``global_model`` moved by exactly ``radius`` in a random direction.
 
     The direction is one Gaussian draw over *all* parameters jointly (weights, biases and
-    normalisation parameters; buffers are left alone), scaled so that the parameter vector
-    lies at L2 distance ``radius`` from the global one — a point on the sphere of the error
-    ball [seed: "random Gaussian direction scaled to radius R_t"].
+    normalisation parameters, in ``parameters()`` order, as one vector; buffers are left alone),
+    scaled so that the parameter vector lies at L2 distance ``radius`` from the global one — a
+    point on the sphere of the error ball [seed: "random Gaussian direction scaled to radius R_t"].
     """
     if not radius >= 0:
         raise ValueError(f"error-ball radius must be >= 0, got {radius}: use a non-negative radius")
     model = copy.deepcopy(global_model)
     params = list(model.parameters())
-    direction = [torch.randn(p.shape, generator=generator, dtype=p.dtype, device=generator.device)
-                 for p in params]
+    flat = torch.randn(sum(p.numel() for p in params), generator=generator, dtype=params[0].dtype,
+                       device=generator.device)
+    direction = [d.view_as(p) for p, d in zip(params, flat.split([p.numel() for p in params]))]
     norm = torch.sqrt(cast(torch.Tensor, sum((d.double() ** 2).sum() for d in direction)))
     with torch.no_grad():
         for p, d in zip(params, direction):
@@ -226,90 +231,181 @@ def init_synthetic(real_by_class: list[torch.Tensor], ipc: int, init: Init,
     return torch.cat(picks).clone()
 
 
+@dataclass(frozen=True)
+class ClientData:
+    """One client's share of a round of distillation: the global weights it holds, its real data
+    (``images`` in the model's input space), its error-ball radius and its own random stream."""
+
+    model: nn.Module
+    images: torch.Tensor
+    labels: torch.Tensor
+    radius: float
+    generator: torch.Generator
+
+
 def distill(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, config: DistillConfig,
             radius: float, generator: torch.Generator) -> SyntheticSet:
-    """One round of a client's distillation on its real ``images`` and ``labels``.
+    """One round of one client's distillation on its real ``images`` and ``labels``
+    (:func:`distill_clients` of that client alone)."""
+    return distill_clients([ClientData(model, images, labels, radius, generator)], config)[0]
 
-    Each iteration draws a fresh model on the error ball of ``radius`` around ``model`` [ours:
-    once per iteration, as FedDM and DM redraw their network every iteration] and a fresh batch
-    of ``config.real_batch`` real images per class (fewer when a class holds fewer), takes the
-    matching loss of the current stage, optionally privatises its gradient, and steps the
-    images. ``model`` itself is never changed.
+
+def distill_clients(clients: Sequence[ClientData], config: DistillConfig) -> list[SyntheticSet]:
+    """One round of distillation for several clients at once; each gets the set it would get alone.
+
+    Each iteration draws a fresh model on the error ball of the client's radius around its model
+    [ours: once per iteration, as FedDM and DM redraw their network every iteration] and a fresh
+    batch of ``config.real_batch`` real images per class (fewer when a class holds fewer), takes
+    the matching loss of the current stage, optionally privatises its gradient, and steps the
+    images. The client models themselves are never changed.
 
     Same draws and math as sampling with :func:`sample_model_on_error_ball` and taking
     :func:`distribution_matching_loss` (tested), but faster: the sampled weights are written
-    into one working copy instead of deep-copying the model every iteration, the real and
-    synthetic class means of all classes come from one reduction per layer instead of one
-    per class, and only the matched layers' real means are formed.
+    into one working buffer instead of deep-copying the model every iteration; the ConvNet's
+    images of all clients go through it in one pass with each client's weights
+    (:func:`convnet_layer_outputs` with groups), so a round pays PyTorch's per-operation cost
+    once per iteration rather than once per client and iteration; the class means of all
+    clients and classes come from one reduction per layer. A client's arithmetic never mixes
+    with another's (every kernel and reduction works client by client, or image by image, in a
+    fixed order), so its set is bit for bit the one it gets alone (tested): a remote participant,
+    which distils alone, uploads what the in-process run would.
     """
-    if images.shape[0] != labels.shape[0] or images.shape[0] == 0:
-        raise ValueError(f"need as many labels as images and at least one of each, got "
-                       f"{images.shape[0]} images and {labels.shape[0]} labels")
-    images = _row_major(images)
-    classes = tuple(int(c) for c in torch.unique(labels))
-    class_index = [torch.nonzero(labels == c).flatten() for c in classes]
-    real_by_class = [images[i] for i in class_index]
-    syn = init_synthetic(real_by_class, config.ipc, config.init, generator).requires_grad_(True)
-    optimizer = torch.optim.SGD([syn], lr=config.image_lr, momentum=config.image_momentum)
-    ball = _ErrorBall(model, radius, generator)
-    num_layers = len(_layer_outputs_no_grad(ball.model, images[:1]))
-    sizes = [min(config.real_batch, i.numel()) for i in class_index]
-    segments = torch.repeat_interleave(torch.arange(len(classes)), torch.tensor(sizes))
+    if not clients:
+        return []
+    states = [_ClientState(c, config) for c in clients]
+    balls = _ErrorBalls([c.model for c in clients], [c.radius for c in clients], [c.generator for c in clients])
+    syn = torch.cat([s.syn for s in states]).requires_grad_(True)
+    syn_starts = _starts([s.syn.shape[0] for s in states])
+    momentum = torch.empty_like(syn)
+    num_layers = len(_layer_outputs_no_grad(balls.models[0], states[0].images[:1]))
+    real_segments = torch.cat([s.segments + offset for s, offset in zip(states, _starts([len(s.classes) for s in states]))])
+    real_sizes = torch.cat([torch.tensor(s.sizes) for s in states]).unsqueeze(1)
     for it in range(config.iterations):
-        sampled = ball.draw()
-        real = images[torch.cat([i[torch.randperm(i.numel(), generator=generator)[:config.real_batch]]
-                                 for i in class_index])]
+        balls.draw()
+        real = torch.cat([s.real_batch(config.real_batch) for s in states])
+        real_starts = _starts([s.real_rows for s in states])
         layers = matched_layers(config.matching, num_layers, it, config.iterations)
         with torch.no_grad():
-            real_out = _layer_outputs(sampled, real)
-            real_means = {q: _segment_means(real_out[q], segments, sizes) for q in layers}
-        syn_out = _layer_outputs(sampled, syn)
-        loss = sum(((syn_out[q].flatten(1).unflatten(0, (len(classes), config.ipc)).mean(1) - real_means[q]) ** 2)
-                   .sum() for q in layers)
+            real_out = balls.layer_outputs(real, real_starts)
+            real_means = {q: _segment_means(real_out[q], real_segments, real_sizes) for q in layers}
+        syn_out = balls.layer_outputs(syn, syn_starts)
+        loss = sum(((syn_out[q].flatten(1).unflatten(0, (-1, config.ipc)).mean(1) - real_means[q]) ** 2).sum()
+                   for q in layers)
         (grad,) = torch.autograd.grad(loss, syn)
         if config.dp is not None:
-            grad = clip_and_noise(grad, config.dp.clip_norm, config.dp.noise, syn.shape[0], generator)
-        syn.grad = grad
-        optimizer.step()
-    return SyntheticSet(syn.detach(), classes)
+            for k, s in enumerate(states):
+                part = grad[syn_starts[k]:syn_starts[k + 1]]
+                part.copy_(clip_and_noise(part, config.dp.clip_norm, config.dp.noise, part.shape[0], s.generator))
+        with torch.no_grad():
+            sgd_step(syn.view(-1).numpy(), grad.reshape(-1).numpy(), momentum.view(-1).numpy(),
+                     np.float32(config.image_lr), np.float32(config.image_momentum), np.float32(0.0), it == 0)
+    return [SyntheticSet(syn[syn_starts[k]:syn_starts[k + 1]].detach().clone(), s.classes)
+            for k, s in enumerate(states)]
 
 
-class _ErrorBall:
-    """Draws models on the error ball around ``model`` into one reusable working copy.
+class _ClientState:
+    """A client's real data by class, its synthetic images and how it draws real batches."""
 
-    ``draw`` consumes ``generator`` exactly as :func:`sample_model_on_error_ball` does and
-    writes the same weights (``centre + direction · radius / ‖direction‖``, the norm summed in
-    one float64 reduction over all parameters rather than tensor by tensor), so a run is the
-    same as deep-copying the model per iteration, without the copy. The working copy's
-    parameters are views of one flat buffer, so a draw is a few operations over all weights at
-    once rather than a few per tensor (~0.5 → ~0.15 ms per draw for the digits ConvNet).
+    def __init__(self, client: ClientData, config: DistillConfig) -> None:
+        images, labels = client.images, client.labels
+        if images.shape[0] != labels.shape[0] or images.shape[0] == 0:
+            raise ValueError(f"need as many labels as images and at least one of each, got "
+                             f"{images.shape[0]} images and {labels.shape[0]} labels")
+        self.images = _row_major(images)
+        self.classes = tuple(int(c) for c in torch.unique(labels))
+        self.class_index = [torch.nonzero(labels == c).flatten() for c in self.classes]
+        self.generator = client.generator
+        self.syn = init_synthetic([self.images[i] for i in self.class_index], config.ipc, config.init, self.generator)
+        self.sizes = [min(config.real_batch, i.numel()) for i in self.class_index]
+        self.segments = torch.repeat_interleave(torch.arange(len(self.classes)), torch.tensor(self.sizes))
+        self.real_rows = sum(self.sizes)
+
+    def real_batch(self, per_class: int) -> torch.Tensor:
+        """A fresh draw of up to ``per_class`` real images of every class, class by class."""
+        return self.images[torch.cat([i[torch.randperm(i.numel(), generator=self.generator)[:per_class]]
+                                      for i in self.class_index])]
+
+
+@njit(**dict(JIT, fastmath=False))
+def sgd_step(p, grad, buf, lr, momentum, weight_decay, first):
+    """One step of ``torch.optim.SGD`` (momentum without dampening, L2 weight decay) on flat float32
+    arrays: d = grad + weight_decay·p; buf = d on the ``first`` step, else momentum·buf + d (d alone
+    without momentum); p −= lr·buf. One pass instead of PyTorch's several per tensor, and element
+    by element in a fixed way, so that an element's update does not depend on where it sits."""
+    for i in range(p.size):
+        d = grad[i] + weight_decay * p[i]
+        if momentum != 0:
+            d = d if first else buf[i] * momentum + d
+            buf[i] = d
+        p[i] = p[i] - lr * d
+
+
+def _starts(sizes: Sequence[int]) -> list[int]:
+    """Group boundaries of consecutive groups of ``sizes``: [0, s0, s0 + s1, …]."""
+    return [0, *itertools.accumulate(sizes)]
+
+
+class _ErrorBalls:
+    """Draws every client's model on its error ball into one reusable [K, P] weight buffer.
+
+    Client k's draw consumes its generator exactly as :func:`sample_model_on_error_ball` does
+    (one Gaussian vector of all parameters) and writes the same weights (``centre + direction ·
+    radius / ‖direction‖``, the norm summed in float64 in one fixed order rather than tensor by
+    tensor), without copying the model. Row
+    k of the buffer backs client k's working model (``models[k]``), and ``stacked`` holds each
+    parameter of all clients as one [K, ...] view, which the grouped ConvNet pass reads.
     """
 
-    def __init__(self, model: nn.Module, radius: float, generator: torch.Generator) -> None:
-        if not radius >= 0:
-            raise ValueError(f"error-ball radius must be >= 0, got {radius}: use a non-negative radius")
-        self.model = copy.deepcopy(model).eval()
-        params = list(self.model.parameters())
-        if len({p.dtype for p in params}) != 1:
-            raise ValueError("error-ball sampling needs all parameters in one dtype, got "
-                             f"{sorted({str(p.dtype) for p in params})}")
-        sizes = [p.numel() for p in params]
-        self.weights = torch.cat([p.detach().reshape(-1) for p in params])
-        for p, flat in zip(params, self.weights.split(sizes)):
-            p.data = flat.view_as(p)
-            p.requires_grad_(False)
-        self.centre = self.weights.clone()
-        self.direction = torch.empty(self.weights.shape, dtype=self.weights.dtype, device=generator.device)
-        self.directions = [d.view_as(p) for p, d in zip(params, self.direction.split(sizes))]
-        self.radius, self.generator = radius, generator
+    def __init__(self, models: Sequence[nn.Module], radii: Sequence[float], generators: Sequence[torch.Generator]) -> None:
+        for radius in radii:
+            if not radius >= 0:
+                raise ValueError(f"error-ball radius must be >= 0, got {radius}: use a non-negative radius")
+        self.models = [copy.deepcopy(m).eval() for m in models]
+        params = [list(m.parameters()) for m in self.models]
+        shapes = [p.shape for p in params[0]]
+        if any([p.shape for p in ps] != shapes for ps in params):
+            raise ValueError("clients distilled together need models of one architecture")
+        if any(p.dtype != torch.float32 or p.device.type != "cpu" for ps in params for p in ps):
+            raise ValueError("error-ball sampling needs float32 CPU parameters")
+        sizes = [p.numel() for p in params[0]]
+        self.centre = torch.stack([torch.cat([p.detach().reshape(-1) for p in ps]) for ps in params])
+        self.weights = self.centre.clone()
+        self.direction = torch.empty_like(self.centre)
+        for k, ps in enumerate(params):
+            for p, flat in zip(ps, self.weights[k].split(sizes)):
+                p.data = flat.view_as(p)
+                p.requires_grad_(False)
+        k = len(self.models)
+        self.stacked = [self.weights[:, o:o + n].view(k, *shape) for o, n, shape in zip(_starts(sizes), sizes, shapes)]
+        self.radii = np.asarray(radii, dtype=np.float64)
+        self.generators = list(generators)
+        self.grouped = type(self.models[0]) is ConvNet
 
     @torch.no_grad()
-    def draw(self) -> nn.Module:
-        for d in self.directions:
-            torch.randn(d.shape, generator=self.generator, out=d)
-        norm = torch.sqrt(self.direction.double().square().sum())
-        torch.add(self.centre, (self.direction * (self.radius / norm)).to(self.weights.device), out=self.weights)
-        return self.model
+    def draw(self) -> None:
+        for direction, generator in zip(self.direction, self.generators):
+            torch.randn(direction.shape, generator=generator, out=direction)
+        _place_on_spheres(self.centre.numpy(), self.direction.numpy(), self.radii, self.weights.numpy())
+
+    def layer_outputs(self, x: torch.Tensor, starts: Sequence[int]) -> list[torch.Tensor]:
+        """Every layer's outputs of images ``starts[k]:starts[k + 1]`` under client k's drawn model."""
+        if self.grouped:
+            return convnet_layer_outputs(cast(ConvNet, self.models[0]), x, weights=self.stacked, starts=starts)
+        parts = [_layer_outputs(m, part) for m, part in zip(self.models, x.split(_sizes(starts)))]
+        return [torch.cat(layer) for layer in zip(*parts)]
+
+
+@njit(**dict(JIT, fastmath={"reassoc"}))
+def _place_on_spheres(centre, direction, radii, out):
+    """out[k] = centre[k] + direction[k] · radii[k] / ‖direction[k]‖, the norm summed in float64
+    in index order and the scale rounded to float32 once, as PyTorch's ``direction * (r / norm)``."""
+    for k in range(centre.shape[0]):
+        total = 0.0
+        for i in range(direction.shape[1]):
+            total += np.float64(direction[k, i]) ** 2
+        scale = np.float32(radii[k] / np.sqrt(total))
+        for i in range(direction.shape[1]):
+            out[k, i] = centre[k, i] + direction[k, i] * scale
 
 
 def _row_major(x: torch.Tensor) -> torch.Tensor:
@@ -331,13 +427,13 @@ def _row_major_strides(shape: torch.Size) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _segment_means(x: torch.Tensor, segments: torch.Tensor, sizes: list[int]) -> torch.Tensor:
-    """Per-class mean of the flattened rows of ``x``, rows grouped by class in order (``sizes``)."""
+def _segment_means(x: torch.Tensor, segments: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """Mean of the flattened rows of ``x`` per segment (row i in segment ``segments[i]``; ``sizes``
+    [S, 1] the rows per segment). Each segment's rows are summed one after the other in row order,
+    so its mean does not depend on the other segments."""
     flat = x.flatten(1)
-    if len(set(sizes)) == 1:
-        return flat.unflatten(0, (len(sizes), sizes[0])).mean(1)
-    sums = torch.zeros(len(sizes), flat.shape[1], dtype=flat.dtype, device=flat.device).index_add_(0, segments, flat)
-    return sums / torch.tensor(sizes, dtype=flat.dtype, device=flat.device).unsqueeze(1)
+    sums = torch.zeros(sizes.shape[0], flat.shape[1], dtype=flat.dtype, device=flat.device).index_add_(0, segments, flat)
+    return sums / sizes.to(flat.dtype)
 
 
 def _layer_outputs_no_grad(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
@@ -354,7 +450,9 @@ def _layer_outputs(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
     return list(cast(Any, model).layer_outputs(x))
 
 
-def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True) -> list[torch.Tensor]:
+def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True,
+                          weights: Sequence[torch.Tensor] | None = None,
+                          starts: Sequence[int] | None = None) -> list[torch.Tensor]:
     """``model.layer_outputs(x)`` with the same weights and math, in CPU-friendlier kernels.
 
     ``fused`` (first derivatives only; not under ``vmap``): channels-last maps; a first block
@@ -368,41 +466,83 @@ def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True) -
     pooling matrix on maps of at most 8×8, a sum of adjacent rows then columns on larger even
     maps, and ``avg_pool2d`` on odd sides; inputs get row-major strides (see :func:`_row_major`).
     Gradients flow to the input and to the model's parameters.
+
+    Groups (fused path only): with ``weights`` (every parameter of ``model``, in its order, with
+    a leading axis of K clients) and ``starts``, images ``starts[k]:starts[k + 1]`` go through
+    client k's weights; ``model`` then only gives the architecture. Group k's outputs are those
+    of its images alone under its weights, bit for bit (tested).
     """
     fused = fused and x.dtype == torch.float32 and x.device.type == "cpu"
-    x = channels_last(x) if fused else _row_major(x)
+    blocks = cast(nn.ModuleList, model.blocks)
+    if not fused:
+        if weights is not None:
+            raise ValueError("per-client weights need the fused path (float32 CPU inputs, first derivatives)")
+        return _plain_layer_outputs(model, x)
+    if (weights is None) != (starts is None):
+        raise ValueError("per-client weights and group starts go together")
+    weights = list(model.parameters()) if weights is None else weights
+    if len(weights) != 4 * len(blocks) + 2:
+        raise ValueError("the fused pass needs every block's convolution bias and affine norm")
+    bounds = None if starts is None else list(starts)
+    x = channels_last(x)
+    outputs = []
+    for b, block in enumerate(blocks):
+        conv, norm, _, pool = cast(Any, block)  # an nn.Sequential: conv, group norm, ReLU, pool
+        conv_weight, conv_bias, gamma, beta = weights[4 * b:4 * b + 4]
+        plain_pool = pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0
+        fused_norm = plain_pool and norm.num_groups == conv.out_channels  # instance norm
+        if fused_norm and _same_3x3(conv) and _even(x) and x.shape[1] <= FEW_CHANNELS:
+            x = first_block(x, conv_weight, conv_bias, gamma, beta, norm.eps, bounds)
+            outputs.append(x)
+            continue
+        if _same_3x3(conv) and x.shape[2] * x.shape[3] <= DENSE_MAP:
+            x = _dense_conv(x, conv_weight, conv_bias, bounds)
+        else:
+            x = _by_group(partial(F.conv2d, stride=conv.stride, padding=conv.padding), x, bounds, conv_weight, conv_bias)
+        if fused_norm and _even(x):
+            x = norm_relu_pool(x, gamma, beta, norm.eps, bounds)
+        else:  # PyTorch's group norm and pooling run ~1.6× slower on channels-last maps
+            x = _by_group(partial(_norm_pool, norm=norm, pool=pool), x, bounds, gamma, beta)
+        outputs.append(x)
+    outputs.append(_by_group(lambda xs, w, c: torch.addmm(c, xs.flatten(1), w.t()), x, bounds, *weights[-2:]))
+    return outputs
+
+
+def _plain_layer_outputs(model: ConvNet, x: torch.Tensor) -> list[torch.Tensor]:
+    """``convnet_layer_outputs`` in PyTorch's operators (differentiable twice, vmappable)."""
+    x = _row_major(x)
     outputs = []
     for block in cast(nn.ModuleList, model.blocks):
-        conv, norm, _, pool = cast(Any, block)  # an nn.Sequential: conv, group norm, ReLU, pool
-        plain_pool = pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0
-        fused_norm = fused and plain_pool and norm.num_groups == conv.out_channels  # instance norm
-        if fused_norm and _same_3x3(conv) and _even(x) and x.shape[1] <= FEW_CHANNELS:
-            x = first_block(x, conv.weight, _bias(conv), norm.weight, norm.bias, norm.eps)
-        else:
-            x = _conv(x, conv, fused)
-            if fused_norm and _even(x):
-                x = norm_relu_pool(x, norm.weight, norm.bias, norm.eps)
-            else:  # PyTorch's group norm and pooling run ~1.6× slower on channels-last maps
-                x = F.group_norm(_row_major(x), norm.num_groups, norm.weight, norm.bias, norm.eps)
-                x = _avg_pool_2x2(F.relu(x)) if plain_pool else pool(F.relu(x))
+        conv, norm, _, pool = cast(Any, block)
+        x = _norm_pool(F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding), norm.weight, norm.bias, norm, pool)
         outputs.append(x)
     outputs.append(model.classifier(x.flatten(1)))
     return outputs
 
 
+def _norm_pool(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, norm: nn.GroupNorm,
+               pool: nn.AvgPool2d) -> torch.Tensor:
+    x = F.relu(F.group_norm(_row_major(x), norm.num_groups, gamma, beta, norm.eps))
+    return _avg_pool_2x2(x) if pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0 else pool(x)
+
+
+def _by_group(op: Callable[..., torch.Tensor], x: torch.Tensor, starts: Sequence[int] | None,
+              *weights: torch.Tensor) -> torch.Tensor:
+    """``op(images of group k, weights[...][k])`` of every group, concatenated; ``op(x, *weights)``
+    when ``starts`` is None (weights without a group axis)."""
+    if starts is None:
+        return op(x, *weights)
+    # split, not slicing: a slice's backward writes a zero tensor of all of x per group
+    return torch.cat([op(part, *(w[k] for w in weights)) for k, part in enumerate(x.split(_sizes(starts)))])
+
+
+def _sizes(starts: Sequence[int]) -> list[int]:
+    """Group sizes from group boundaries (the inverse of :func:`_starts`)."""
+    return [int(b - a) for a, b in zip(starts[:-1], starts[1:])]
+
+
 def _even(x: torch.Tensor) -> bool:
     return x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0
-
-
-def _conv(x: torch.Tensor, conv: nn.Conv2d, fused: bool) -> torch.Tensor:
-    """``conv(x)``; on the fused path small maps as one matrix product (:func:`_dense_conv`)."""
-    if fused and _same_3x3(conv) and x.shape[2] * x.shape[3] <= DENSE_MAP:
-        return _dense_conv(x, conv.weight, _bias(conv))
-    return F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding)
-
-
-def _bias(conv: nn.Conv2d) -> torch.Tensor:
-    return conv.bias if conv.bias is not None else conv.weight.new_zeros(conv.out_channels)
 
 
 DENSE_MAP = 4
@@ -421,15 +561,21 @@ def _same_3x3(conv: nn.Conv2d) -> bool:
 _TAPS: dict[tuple[int, int], torch.Tensor] = {}
 
 
-def _dense_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+def _dense_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                starts: Sequence[int] | None = None) -> torch.Tensor:
     """``F.conv2d(x, weight, bias, padding=1)`` of a channels-last map as one matrix product.
 
     The map's H·W·Cin inputs (channels-last order) times a [H·W·Cin, H·W·Cout] matrix whose
     block (input pixel, output pixel) is the kernel's tap joining them, or zeros where no tap
     does; the result is channels last. Gradients reach x, weight and bias through the gather.
+    With ``starts``, ``weight`` and ``bias`` have a leading group axis and images
+    ``starts[k]:starts[k + 1]`` take group k's.
     """
     n, c_in, h, w = x.shape
-    c_out = weight.shape[0]
+    single = starts is None
+    if single:
+        weight = weight.unsqueeze(0)
+    groups, c_out = weight.shape[:2]
     key = (h, w)
     if key not in _TAPS:
         rows, cols = torch.arange(h), torch.arange(w)
@@ -438,9 +584,11 @@ def _dense_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
         tap = dh[:, None, :, None] * 3 + dw[None, :, None, :]  # [hi, wi, ho, wo]
         inside = ((dh >= 0) & (dh < 3))[:, None, :, None] & ((dw >= 0) & (dw < 3))[None, :, None, :]
         _TAPS[key] = torch.where(inside, tap, 9)  # 9: the zero block
-    taps = torch.cat([weight.permute(2, 3, 1, 0).reshape(9, c_in, c_out), weight.new_zeros(1, c_in, c_out)])
-    matrix = taps[_TAPS[key]].permute(0, 1, 4, 2, 3, 5).reshape(h * w * c_in, h * w * c_out)
-    y = torch.addmm(bias.repeat(h * w), channels_last(x).permute(0, 2, 3, 1).reshape(n, h * w * c_in), matrix)
+    taps = torch.cat([weight.permute(0, 3, 4, 2, 1).reshape(groups, 9, c_in, c_out),
+                      weight.new_zeros(groups, 1, c_in, c_out)], 1)
+    matrix = taps[:, _TAPS[key]].permute(0, 1, 2, 5, 3, 4, 6).reshape(groups, h * w * c_in, h * w * c_out)
+    rows = channels_last(x).permute(0, 2, 3, 1).reshape(n, h * w * c_in)
+    y = _by_group(lambda xs, m, c: torch.addmm(c.repeat(h * w), xs, m), rows, starts, matrix[0] if single else matrix, bias)
     return y.view(n, h, w, c_out).permute(0, 3, 1, 2)
 
 

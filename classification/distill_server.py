@@ -13,12 +13,13 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import Iterator, Sequence, cast
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from classification.distill_client import PRESETS, SCALES, SyntheticSet, convnet_layer_outputs
+from classification.distill_client import PRESETS, SCALES, SyntheticSet, convnet_layer_outputs, sgd_step
 from classification.models import ConvNet
 from frd.errors import FrdError
 
@@ -289,12 +290,31 @@ def _shuffled_batches(n: int, batch: int, generator: torch.Generator) -> Iterato
 
 def _sgd(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batches: Iterator[torch.Tensor],
          lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
+    """``torch.optim.SGD`` (a fresh one) over ``batches`` of cross-entropy, as one flat step per batch
+    (:func:`sgd_step`): the model's parameters and gradients become views of two flat buffers."""
     model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
-    for idx in batches:
-        optimizer.zero_grad()
+    weights, grads = _flat_parameters(model)
+    momentum_buffer = torch.empty_like(weights)
+    hyper = np.float32(lr), np.float32(momentum), np.float32(weight_decay)
+    for step, idx in enumerate(batches):
+        grads.zero_()
         F.cross_entropy(_logits(model, images[idx]), labels[idx]).backward()
-        optimizer.step()
+        sgd_step(weights.numpy(), grads.numpy(), momentum_buffer.numpy(), *hyper, step == 0)
+
+
+def _flat_parameters(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    """One float32 buffer of all parameters and one of their gradients, the parameters and their
+    ``.grad`` made views of them (same values), so that backward accumulates into the flat gradient."""
+    params = list(model.parameters())
+    if any(p.dtype != torch.float32 or p.device.type != "cpu" for p in params):
+        raise ValueError("the server's SGD takes float32 CPU models")
+    sizes = [p.numel() for p in params]
+    weights = torch.cat([p.detach().reshape(-1) for p in params])
+    grads = torch.zeros_like(weights)
+    for p, w, g in zip(params, weights.split(sizes), grads.split(sizes)):
+        p.data = w.view_as(p)
+        p.grad = g.view_as(p)
+    return weights, grads
 
 
 def _trained_copy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, steps: int, lr: float,

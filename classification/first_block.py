@@ -16,6 +16,8 @@ Same math as ``norm_relu_pool(conv2d(x, w, b, padding=1), γ, β, eps)`` to floa
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import torch
 from numba import njit
@@ -24,9 +26,12 @@ from classification.norm_block import (
     KERNEL,
     channels_last,
     first_order_upstream,
+    group_bounds,
+    kernel_weights,
     norm_pool_image,
     norm_pool_image_backward,
     slabs,
+    without_group_axis,
 )
 
 FEW_CHANNELS = 4
@@ -35,121 +40,176 @@ on CIFAR); wider inputs are oneDNN's home ground."""
 
 
 @njit(**KERNEL)
-def im2col_image(x, width, cols):
-    """cols[p, ci·9 + tap] = the input pixel under ``tap`` of output pixel p (0 outside the map:
-    zero padding), for one image x [H·W, Cin] channels last; cols[p, Cin·9] = 1 (the bias)."""
+def im2col_image(x, width, pad, cols):
+    """cols[ci·9 + tap, p] = the input pixel under ``tap`` of output pixel p (0 outside the map:
+    zero padding), for one image x [H·W, Cin] channels last: the columns transposed, one row per
+    tap, so that each row is filled by contiguous copies. Row Cin·9 (the bias's ones) is the
+    caller's. ``pad`` [(H + 2)·(W + 2), Cin] is scratch with a zero border: the image goes into
+    its interior, so that every tap is a plain load."""
     height = x.shape[0] // width
+    stride = width + 2
     channels = x.shape[1]
-    zero, one = np.float32(0.0), np.float32(1.0)
     for i in range(height):
         for j in range(width):
-            row = cols[i * width + j]
             for ci in range(channels):
-                for di in range(3):
-                    r = i + di - 1
-                    for dj in range(3):
-                        s = j + dj - 1
-                        inside = 0 <= r < height and 0 <= s < width
-                        row[ci * 9 + di * 3 + dj] = x[r * width + s, ci] if inside else zero
-            row[channels * 9] = one
+                pad[(i + 1) * stride + j + 1, ci] = x[i * width + j, ci]
+    for ci in range(channels):
+        for di in range(3):
+            for dj in range(3):
+                row = cols[ci * 9 + di * 3 + dj]
+                for i in range(height):
+                    source = (i + di) * stride + dj
+                    for j in range(width):
+                        row[i * width + j] = pad[source + j, ci]
 
 
 @njit(**KERNEL)
-def col2im_image(back, width, dx):
+def col2im_image(back, width, pad, dx):
     """dx[pixel, ci] = Σ over the output pixels p whose 3×3 window holds that pixel of
-    back[p, ci·9 + tap], for one image (channels last; taps outside the map are dropped)."""
-    height = back.shape[0] // width
-    dx[...] = 0.0
+    back[ci·9 + tap, p] (transposed columns, as :func:`im2col_image` writes them), for one image
+    channels last; taps outside the map are dropped. Summed tap by tap, then over p in order.
+    ``pad`` [(H + 2)·(W + 2), Cin] is scratch: the taps land in it unchecked, and its interior is dx."""
+    height = back.shape[1] // width
+    stride = width + 2
+    channels = dx.shape[1]
+    pad[...] = 0.0
+    for ci in range(channels):
+        for di in range(3):
+            for dj in range(3):
+                row = back[ci * 9 + di * 3 + dj]
+                for i in range(height):
+                    target = (i + di) * stride + dj
+                    for j in range(width):
+                        pad[target + j, ci] += row[i * width + j]
     for i in range(height):
         for j in range(width):
-            p = i * width + j
-            for di in range(3):
-                r = i + di - 1
-                if 0 <= r < height:
-                    for dj in range(3):
-                        s = j + dj - 1
-                        if 0 <= s < width:
-                            for ci in range(dx.shape[1]):
-                                dx[r * width + s, ci] += back[p, ci * 9 + di * 3 + dj]
+            for ci in range(channels):
+                dx[i * width + j, ci] = pad[(i + 1) * stride + j + 1, ci]
 
 
 @njit(**KERNEL)
-def _forward(x, kernel, gamma, beta, width, eps, out, mean, rstd):
-    """out[n] = pool(relu(norm(conv(x[n])))) for x [N, H·W, Cin]; ``kernel`` is [Cin·9 + 1, C]
-    (taps, then the bias); saves every (image, channel)'s mean and 1/σ."""
+def _columns(rows, size):
+    """Scratch for :func:`im2col_image`'s transposed columns, its last row the bias's ones."""
+    cols = np.empty((rows, size), np.float32)
+    cols[rows - 1] = 1.0
+    return cols
+
+
+@njit(**KERNEL)
+def _forward(x, kernel, gamma, beta, starts, width, eps, out, mean, rstd):
+    """out[n] = pool(relu(norm(conv(x[n])))) for x [N, H·W, Cin]; images starts[k]:starts[k + 1]
+    take group k's ``kernel[k]`` ([Cin·9 + 1, C]: taps, then the bias), γ[k] and β[k]; saves every
+    (image, channel)'s mean and 1/σ."""
+    for k in range(kernel.shape[0]):
+        a, b = starts[k], starts[k + 1]
+        _forward_group(x[a:b], kernel[k], gamma[k], beta[k], width, eps, out[a:b], mean[a:b], rstd[a:b])
+
+
+@njit(**KERNEL)
+def _forward_group(x, kernel, gamma, beta, width, eps, out, mean, rstd):
+    """``_forward`` of images that share their weights (a function of its own, so that its
+    arrays, being arguments, carry the ``noalias`` promise: as views inside ``_forward`` they
+    would not, and the norm block's loops ran ~7 % slower)."""
     size, channels = x.shape[1], kernel.shape[1]
-    cols, y = np.empty((size, kernel.shape[0]), np.float32), np.empty((size, channels), np.float32)
+    cols, y = _columns(kernel.shape[0], size), np.empty((size, channels), np.float32)
+    pad = np.zeros(((size // width + 2) * (width + 2), x.shape[2]), np.float32)
     scale, shift = np.empty(channels, np.float32), np.empty(channels, np.float32)
     for n in range(x.shape[0]):
-        im2col_image(x[n], width, cols)
-        np.dot(cols, kernel, y)
+        im2col_image(x[n], width, pad, cols)
+        np.dot(cols.T, kernel, y)
         norm_pool_image(y, gamma, beta, width, eps, out[n], mean[n], rstd[n], scale, shift)
 
 
 @njit(**KERNEL)
-def _backward(x, kernel, gamma, beta, width, mean, rstd, dout, dx, dkernel, dgamma, dbeta):
-    """Gradients of Σ dout·block(x): the kernel's (taps and bias, [Cin·9 + 1, C]), γ's and β's
-    summed over images; x's into dx when it has rows."""
+def _backward(x, kernel, gamma, beta, starts, width, mean, rstd, dout, dx, dkernel, dgamma, dbeta):
+    """Gradients of Σ dout·block(x): each group's kernel (taps and bias, [K, Cin·9 + 1, C]; only
+    when ``dkernel`` has rows), γ and β, summed over its images; x's into dx when it has rows."""
+    dkernel[...] = 0.0
+    dgamma[...] = 0.0
+    dbeta[...] = 0.0
+    for k in range(kernel.shape[0]):
+        a, b = starts[k], starts[k + 1]
+        _backward_group(x[a:b], kernel[k], gamma[k], beta[k], width, mean[a:b], rstd[a:b], dout[a:b],
+                        dx[a:b] if dx.shape[0] else dx, dkernel[k] if dkernel.shape[0] else dkernel[0:0, 0],
+                        dgamma[k], dbeta[k])
+
+
+@njit(**KERNEL)
+def _backward_group(x, kernel, gamma, beta, width, mean, rstd, dout, dx, dkernel, dgamma, dbeta):
+    """``_backward`` of images that share their weights, adding into dkernel (when it has rows),
+    dgamma and dbeta (see ``_forward_group`` for why a function of its own)."""
     size, channels = x.shape[1], kernel.shape[1]
-    taps = np.ascontiguousarray(kernel[:-1].T)  # [C, Cin·9]
-    cols, y = np.empty((size, kernel.shape[0]), np.float32), np.empty((size, channels), np.float32)
-    dy, back = np.empty((size, channels), np.float32), np.empty((size, taps.shape[1]), np.float32)
-    part = np.empty(dkernel.shape, np.float32)
+    cols, y = _columns(kernel.shape[0], size), np.empty((size, channels), np.float32)
+    dy, back = np.empty((size, channels), np.float32), np.empty((kernel.shape[0] - 1, size), np.float32)
+    part = np.empty(kernel.shape, np.float32)
+    pad = np.zeros(((size // width + 2) * (width + 2), x.shape[2]), np.float32)
+    dx_pad = np.empty_like(pad)
     scale, shift = np.empty(channels, np.float32), np.empty(channels, np.float32)
     sum_dz, sum_dzx = np.empty(channels, np.float32), np.empty(channels, np.float32)
-    dkernel[...] = 0.0
-    dgamma[:] = 0.0
-    dbeta[:] = 0.0
     for n in range(x.shape[0]):
-        im2col_image(x[n], width, cols)
-        np.dot(cols, kernel, y)
+        im2col_image(x[n], width, pad, cols)
+        np.dot(cols.T, kernel, y)
         norm_pool_image_backward(y, gamma, beta, width, mean[n], rstd[n], dout[n], dy, dgamma, dbeta,
                                  scale, shift, sum_dz, sum_dzx)
-        np.dot(cols.T, dy, part)
-        dkernel += part
+        if dkernel.shape[0]:
+            np.dot(cols, dy, part)
+            dkernel += part
         if dx.shape[0]:
-            np.dot(dy, taps, back)
-            col2im_image(back, width, dx[n])
+            np.dot(kernel[:-1], dy.T, back)
+            col2im_image(back, width, dx_pad, dx[n])
 
 
 class FirstBlock(torch.autograd.Function):
-    """``norm_relu_pool(conv2d(x, w, b, padding=1), γ, β, eps)`` for a 3×3 kernel, image by image."""
+    """``norm_relu_pool(conv2d(x, w, b, padding=1), γ, β, eps)`` for a 3×3 kernel, image by image;
+    with ``bounds`` (see :func:`classification.norm_block.group_bounds`) every parameter has a
+    leading group axis K, and images of group k take row k."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, conv_weight: torch.Tensor, conv_bias: torch.Tensor, weight: torch.Tensor,
-                bias: torch.Tensor, eps: float) -> torch.Tensor:
+                bias: torch.Tensor, eps: float, bounds: np.ndarray | None) -> torch.Tensor:
         n, _, h, w = x.shape
-        channels = conv_weight.shape[0]
         x = channels_last(x)
-        kernel = _kernel(conv_weight, conv_bias)
+        starts, (taps, tap_bias, gamma, beta) = kernel_weights(bounds, n, conv_weight, conv_bias, weight, bias)
+        kernel = _kernel(taps, tap_bias)
+        channels = kernel.shape[2]
         out = torch.empty(n, channels, h // 2, w // 2, memory_format=torch.channels_last)
         mean, rstd = torch.empty(n, channels), torch.empty(n, channels)
-        _forward(slabs(x), kernel.numpy(), weight.detach().numpy(), bias.detach().numpy(), w, eps, slabs(out),
-                 mean.numpy(), rstd.numpy())
-        ctx.save_for_backward(x, kernel, weight, bias, mean, rstd)
-        ctx.conv_shape = conv_weight.shape
+        _forward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), starts, w, eps, slabs(out), mean.numpy(),
+                 rstd.numpy())
+        ctx.save_for_backward(x, kernel, gamma, beta, mean, rstd)
+        ctx.taps_shape, ctx.starts, ctx.bounds = taps.shape, starts, bounds
         return out
 
     @staticmethod
     def backward(ctx, dout: torch.Tensor):
         dout = first_order_upstream("first_block", dout)
-        x, kernel, weight, bias, mean, rstd = ctx.saved_tensors
+        x, kernel, gamma, beta, mean, rstd = ctx.saved_tensors
         dx = torch.empty(x.shape, memory_format=torch.channels_last) if ctx.needs_input_grad[0] else None
-        dkernel, dweight, dbias = torch.empty_like(kernel), torch.empty_like(weight), torch.empty_like(bias)
-        _backward(slabs(x), kernel.numpy(), weight.detach().numpy(), bias.detach().numpy(), x.shape[3],
-                  mean.numpy(), rstd.numpy(), slabs(dout), slabs(dx) if dx is not None else np.empty((0, 0, 0), np.float32),
-                  dkernel.numpy(), dweight.numpy(), dbias.numpy())
-        dconv_weight = dkernel[:-1].t().reshape(ctx.conv_shape)
-        return dx, dconv_weight, dkernel[-1].clone(), dweight, dbias, None
+        kernel_grad = ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
+        dkernel = torch.empty(kernel.shape if kernel_grad else (0, 0, 0))
+        dgamma, dbeta = torch.empty(gamma.shape), torch.empty(beta.shape)
+        _backward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), ctx.starts, x.shape[3], mean.numpy(),
+                  rstd.numpy(), slabs(dout), slabs(dx) if dx is not None else np.empty((0, 0, 0), np.float32),
+                  dkernel.numpy(), dgamma.numpy(), dbeta.numpy())
+        dweight, dbias = without_group_axis(ctx.bounds, dgamma, dbeta)
+        if not kernel_grad:
+            return dx, None, None, dweight, dbias, None, None
+        dtaps, dtap_bias = without_group_axis(ctx.bounds, dkernel[:, :-1].transpose(1, 2).reshape(ctx.taps_shape),
+                                              dkernel[:, -1].clone())
+        return dx, dtaps, dtap_bias, dweight, dbias, None, None
 
 
 def _kernel(conv_weight: torch.Tensor, conv_bias: torch.Tensor) -> torch.Tensor:
-    """[Cin·9 + 1, C]: the taps of each output channel as a column, the bias as the last row."""
-    c_out = conv_weight.shape[0]
-    return torch.cat([conv_weight.detach().reshape(c_out, -1), conv_bias.detach().unsqueeze(1)], 1).t().contiguous()
+    """[K, Cin·9 + 1, C]: each group's taps of each output channel as a column, the bias as the last row."""
+    k, c_out = conv_weight.shape[:2]
+    return torch.cat([conv_weight.reshape(k, c_out, -1), conv_bias.unsqueeze(2)], 2).transpose(1, 2).contiguous()
 
 
 def first_block(x: torch.Tensor, conv_weight: torch.Tensor, conv_bias: torch.Tensor, weight: torch.Tensor,
-                bias: torch.Tensor, eps: float) -> torch.Tensor:
-    """The block on a float32 CPU batch with even sides; the result is channels last."""
-    return FirstBlock.apply(x, conv_weight, conv_bias, weight, bias, eps)
+                bias: torch.Tensor, eps: float, starts: Sequence[int] | None = None) -> torch.Tensor:
+    """The block on a float32 CPU batch with even sides; the result is channels last.
+
+    With ``starts``, images starts[k]:starts[k + 1] are group k and take row k of every parameter
+    (each with a leading group axis K); without, all images share the parameters."""
+    bounds = group_bounds(x.shape[0], starts, conv_weight, conv_bias, weight, bias)
+    return FirstBlock.apply(x, conv_weight, conv_bias, weight, bias, eps, bounds)

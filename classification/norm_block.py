@@ -16,6 +16,8 @@ PyTorch's operators, and a second derivative through this block is refused.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import torch
 from numba import njit
@@ -116,25 +118,28 @@ def norm_pool_image_backward(y, gamma, beta, width, m, rs, dout, dy, dgamma, dbe
 
 
 @njit(**KERNEL)
-def _forward(y, gamma, beta, width, eps, out, mean, rstd):
-    """out = pool(relu(norm(y))) for y [N, H·W, C] (channels last), image by image; saves every
-    (image, channel)'s mean and 1/σ."""
+def _forward(y, gamma, beta, starts, width, eps, out, mean, rstd):
+    """out = pool(relu(norm(y))) for y [N, H·W, C] (channels last), image by image; images
+    starts[k]:starts[k + 1] take group k's γ[k], β[k]; saves every (image, channel)'s mean and 1/σ."""
     scale, shift = np.empty(y.shape[2], np.float32), np.empty(y.shape[2], np.float32)
-    for n in range(y.shape[0]):
-        norm_pool_image(y[n], gamma, beta, width, eps, out[n], mean[n], rstd[n], scale, shift)
+    for k in range(gamma.shape[0]):
+        for n in range(starts[k], starts[k + 1]):
+            norm_pool_image(y[n], gamma[k], beta[k], width, eps, out[n], mean[n], rstd[n], scale, shift)
 
 
 @njit(**KERNEL)
-def _backward(y, gamma, beta, width, mean, rstd, dout, dy, dgamma, dbeta):
-    """Gradients of Σ dout·pool(relu(norm(y))) w.r.t. y (into dy), γ and β (summed over images)."""
+def _backward(y, gamma, beta, starts, width, mean, rstd, dout, dy, dgamma, dbeta):
+    """Gradients of Σ dout·pool(relu(norm(y))) w.r.t. y (into dy), and γ's and β's summed over
+    each group's images."""
     c = y.shape[2]
     scale, shift = np.empty(c, np.float32), np.empty(c, np.float32)
     sum_dz, sum_dzx = np.empty(c, np.float32), np.empty(c, np.float32)
-    dgamma[:] = 0.0
-    dbeta[:] = 0.0
-    for n in range(y.shape[0]):
-        norm_pool_image_backward(y[n], gamma, beta, width, mean[n], rstd[n], dout[n], dy[n], dgamma, dbeta,
-                                  scale, shift, sum_dz, sum_dzx)
+    dgamma[...] = 0.0
+    dbeta[...] = 0.0
+    for k in range(gamma.shape[0]):
+        for n in range(starts[k], starts[k + 1]):
+            norm_pool_image_backward(y[n], gamma[k], beta[k], width, mean[n], rstd[n], dout[n], dy[n], dgamma[k],
+                                     dbeta[k], scale, shift, sum_dz, sum_dzx)
 
 
 def channels_last(x: torch.Tensor) -> torch.Tensor:
@@ -164,32 +169,72 @@ def first_order_upstream(name: str, dout: torch.Tensor) -> torch.Tensor:
     return dout.contiguous(memory_format=torch.channels_last)
 
 
+def group_starts(starts: Sequence[int]) -> np.ndarray:
+    """Group boundaries as the kernels take them: group k is images starts[k]:starts[k + 1]."""
+    bounds = list(starts)
+    if len(bounds) < 2 or bounds[0] != 0 or any(b < a for a, b in zip(bounds[:-1], bounds[1:])):
+        raise ValueError(f"group starts must rise from 0, got {bounds}")
+    return np.array(bounds, dtype=np.int64)
+
+
+def group_bounds(n: int, starts: Sequence[int] | None, *weights: torch.Tensor) -> np.ndarray | None:
+    """The kernels' group boundaries of ``n`` images, or None for one group whose weights have no
+    group axis (``starts`` None); with ``starts``, every weight must have a leading axis of K."""
+    if starts is None:
+        return None
+    bounds = group_starts(starts)
+    if bounds[-1] != n or any(w.shape[0] != bounds.size - 1 for w in weights):
+        raise ValueError(f"{bounds.size - 1} groups ending at image {bounds[-1]} for {n} images and weights "
+                         f"of {[w.shape[0] for w in weights]} groups")
+    return bounds
+
+
+def kernel_weights(bounds: np.ndarray | None, n: int, *weights: torch.Tensor) -> tuple[np.ndarray, list[torch.Tensor]]:
+    """Boundaries and detached weights with a group axis, as the kernels take them. Adding the axis
+    here, inside the autograd functions, keeps it out of the graph (a view per weight and pass)."""
+    if bounds is None:
+        return np.array((0, n), dtype=np.int64), [w.detach().unsqueeze(0) for w in weights]
+    return bounds, [w.detach().contiguous() for w in weights]
+
+
+def without_group_axis(bounds: np.ndarray | None, *grads: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Gradients in their weights' shapes: the group axis dropped again where ``kernel_weights`` added it."""
+    return tuple(g[0] for g in grads) if bounds is None else grads
+
+
 class NormReluPool(torch.autograd.Function):
-    """``avg_pool2d(relu(group_norm(x, C, weight, bias, eps)), 2)`` with one group per channel, channels last."""
+    """``avg_pool2d(relu(group_norm(x, C, weight, bias, eps)), 2)`` with one group per channel,
+    channels last; with ``bounds`` (see :func:`group_bounds`), ``weight`` and ``bias`` are [K, C],
+    one row per group of images."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
+                bounds: np.ndarray | None) -> torch.Tensor:
         n, c, h, w = x.shape
         x = channels_last(x)
+        starts, (gamma, beta) = kernel_weights(bounds, n, weight, bias)
         out = torch.empty(n, c, h // 2, w // 2, memory_format=torch.channels_last)
         mean, rstd = torch.empty(n, c), torch.empty(n, c)
-        _forward(slabs(x), weight.detach().numpy(), bias.detach().numpy(), w, eps, slabs(out),
-                 mean.numpy(), rstd.numpy())
-        ctx.save_for_backward(x, weight, bias, mean, rstd)
+        _forward(slabs(x), gamma.numpy(), beta.numpy(), starts, w, eps, slabs(out), mean.numpy(), rstd.numpy())
+        ctx.save_for_backward(x, gamma, beta, mean, rstd)
+        ctx.starts, ctx.bounds = starts, bounds
         return out
 
     @staticmethod
     def backward(ctx, dout: torch.Tensor):
         dout = first_order_upstream("norm_relu_pool", dout)
-        x, weight, bias, mean, rstd = ctx.saved_tensors
+        x, gamma, beta, mean, rstd = ctx.saved_tensors
         dx = torch.empty_like(x, memory_format=torch.channels_last)
-        dweight, dbias = torch.empty_like(weight), torch.empty_like(bias)
-        _backward(slabs(x), weight.detach().numpy(), bias.detach().numpy(), x.shape[3], mean.numpy(),
-                  rstd.numpy(), slabs(dout), slabs(dx), dweight.numpy(), dbias.numpy())
-        return dx, dweight, dbias, None
+        dgamma, dbeta = torch.empty(gamma.shape), torch.empty(beta.shape)
+        _backward(slabs(x), gamma.numpy(), beta.numpy(), ctx.starts, x.shape[3], mean.numpy(), rstd.numpy(),
+                  slabs(dout), slabs(dx), dgamma.numpy(), dbeta.numpy())
+        return dx, *without_group_axis(ctx.bounds, dgamma, dbeta), None, None
 
 
-def norm_relu_pool(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
-    """The fused block on a float32 CPU batch with even sides; the result is channels last."""
-    return NormReluPool.apply(x, weight, bias, eps)
+def norm_relu_pool(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
+                   starts: Sequence[int] | None = None) -> torch.Tensor:
+    """The fused block on a float32 CPU batch with even sides; the result is channels last.
 
+    With ``starts``, images starts[k]:starts[k + 1] are group k and take ``weight[k]`` and
+    ``bias[k]`` ([K, C] each); without, all images share ``weight`` and ``bias`` ([C])."""
+    return NormReluPool.apply(x, weight, bias, eps, group_bounds(x.shape[0], starts, weight, bias))

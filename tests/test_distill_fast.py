@@ -9,23 +9,27 @@ from __future__ import annotations
 import copy
 import itertools
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from classification.distill_client import (
+    ClientData,
     DistillConfig,
     SyntheticSet,
     _dense_conv,
-    _ErrorBall,
+    _ErrorBalls,
     _row_major,
     convnet_layer_outputs,
     distill,
+    distill_clients,
     distribution_matching_loss,
     init_synthetic,
     matched_layers,
     sample_model_on_error_ball,
+    sgd_step,
 )
 from classification.distill_server import (
     _sgd,
@@ -37,6 +41,7 @@ from classification.distill_server import (
     group_gradients,
     union,
 )
+from classification.dp import DPConfig
 from classification.models import ConvNet
 from tests.test_distill import client_sets, real_data, tiny
 
@@ -170,15 +175,94 @@ def test_small_maps_convolve_as_one_matrix_product(side):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_error_ball_draws_the_weights_of_sample_model_on_error_ball():
-    """Same generator draws, same weights (the norm's float64 sum runs in another order: to
-    rounding); the centre model is left as it was."""
-    model = ConvNet((1, 8, 8), 3, width=4)
-    before = [p.clone() for p in model.parameters()]
-    ball = _ErrorBall(model, 2.5, torch.Generator().manual_seed(3))
-    reference = torch.Generator().manual_seed(3)
+def test_error_balls_draw_the_weights_of_sample_model_on_error_ball():
+    """Each client's generator draws as sample_model_on_error_ball's does, with the same weights
+    (the norm's float64 sum runs in another order: to rounding); the centre models are left as
+    they were."""
+    models = [ConvNet((1, 8, 8), 3, width=4) for _ in range(2)]
+    before = [[p.clone() for p in m.parameters()] for m in models]
+    balls = _ErrorBalls(models, [2.5, 0.5], [torch.Generator().manual_seed(3), torch.Generator().manual_seed(4)])
+    references = [torch.Generator().manual_seed(3), torch.Generator().manual_seed(4)]
     for _ in range(3):
-        drawn, expected = ball.draw(), sample_model_on_error_ball(model, 2.5, reference)
-        for a, b in zip(drawn.parameters(), expected.parameters()):
-            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
-    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), before))
+        balls.draw()
+        for model, drawn, radius, reference in zip(models, balls.models, [2.5, 0.5], references):
+            expected = sample_model_on_error_ball(model, radius, reference)
+            for a, b in zip(drawn.parameters(), expected.parameters()):
+                torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+        for k, drawn in enumerate(balls.models):  # the stacked views are the working models' weights
+            assert all(torch.equal(s[k], p) for s, p in zip(balls.stacked, drawn.parameters()))
+    assert all(torch.equal(a, b) for m, b_ in zip(models, before) for a, b in zip(m.parameters(), b_))
+
+
+def _clients(shape: tuple[int, int, int], model: str) -> list[ClientData]:
+    """Three clients with 3, 1 and 2 classes (real batches of unequal size) and their own models."""
+    g = torch.Generator().manual_seed(7)
+    out = []
+    for k, classes in enumerate([(0, 1, 2), (1,), (0, 2)]):
+        labels = torch.tensor(classes).repeat_interleave(torch.tensor([9, 5, 7][:len(classes)]))
+        images = torch.randn(labels.shape[0], *shape, generator=g)
+        torch.manual_seed(k)
+        net = tiny(k) if model == "tiny" else ConvNet(shape, 3, width=4)
+        out.append(ClientData(net, images, labels, [2.0, 0.5, 1.0][k], torch.Generator().manual_seed(10 + k)))
+    return out
+
+
+@pytest.mark.parametrize("shape, model", [((1, 8, 8), "convnet"), ((1, 12, 12), "convnet"), ((3, 8, 8), "convnet"),
+                                          ((1, 8, 8), "tiny")])
+@pytest.mark.parametrize("matching, init", [("layerwise", "noise"), ("last", "real")])
+def test_clients_distilled_together_get_the_bits_they_get_alone(shape, model, matching, init):
+    """Digits' 8×8 (first block, oneDNN, one-product 2×2), 12×12 (an odd 3×3 last block: PyTorch's
+    norm per client), three channels, and a model without the grouped pass."""
+    cfg = DistillConfig(ipc=2, iterations=4, real_batch=6, matching=matching, init=init)
+    together = distill_clients(_clients(shape, model), cfg)
+    alone = [distill_clients([c], cfg)[0] for c in _clients(shape, model)]
+    for a, b in zip(together, alone):
+        assert a.classes == b.classes
+        assert torch.equal(a.images, b.images)
+
+
+def test_clients_together_with_dp_get_the_bits_they_get_alone():
+    cfg = DistillConfig(ipc=1, iterations=3, real_batch=4, dp=DPConfig(clip_norm=0.5, noise=1.0))
+    together = distill_clients(_clients((1, 8, 8), "convnet"), cfg)
+    alone = [distill(c.model, c.images, c.labels, cfg, c.radius, c.generator) for c in _clients((1, 8, 8), "convnet")]
+    assert all(torch.equal(a.images, b.images) for a, b in zip(together, alone))
+
+
+def test_clients_distilled_together_need_one_architecture():
+    clients = _clients((1, 8, 8), "convnet")
+    clients[1] = ClientData(ConvNet((1, 8, 8), 3, width=6), clients[1].images, clients[1].labels, 1.0,
+                            clients[1].generator)
+    with pytest.raises(ValueError, match="one architecture"):
+        distill_clients(clients, DistillConfig(ipc=1, iterations=1))
+
+
+@pytest.mark.parametrize("momentum, weight_decay", [(0.5, 0.0), (0.9, 5e-4), (0.0, 0.1)])
+def test_sgd_step_is_torchs_sgd(momentum, weight_decay):
+    g = torch.Generator().manual_seed(0)
+    p = torch.randn(37, generator=g)
+    grads = [torch.randn(37, generator=g) for _ in range(3)]
+    reference = p.clone().requires_grad_()
+    optimizer = torch.optim.SGD([reference], lr=0.7, momentum=momentum, weight_decay=weight_decay)
+    buf = torch.empty(37)
+    for i, grad in enumerate(grads):
+        reference.grad = grad
+        optimizer.step()
+        sgd_step(p.numpy(), grad.numpy(), buf.numpy(), np.float32(0.7), np.float32(momentum),
+                 np.float32(weight_decay), i == 0)
+    torch.testing.assert_close(p, reference.detach(), rtol=1e-6, atol=1e-6)
+
+
+def test_server_sgd_equals_torchs_optimizer():
+    """The flat-buffer loop against ``torch.optim.SGD`` on the same batches, to float32 rounding."""
+    x, y = real_data(12)
+    model = ConvNet((1, 8, 8), 3, width=4)
+    reference = copy.deepcopy(model)
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    batches = [torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(i))[:8] for i in range(4)]
+    for idx in batches:
+        optimizer.zero_grad()
+        F.cross_entropy(reference(x[idx]), y[idx]).backward()
+        optimizer.step()
+    _sgd(model, x, y, iter(batches), 0.05, 0.9, 5e-4)
+    for a, b in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from classification.first_block import col2im_image, first_block
+from classification.first_block import col2im_image, first_block, im2col_image
 
 
 def reference(x, conv_weight, conv_bias, weight, bias):
@@ -60,12 +60,21 @@ def test_second_derivatives_are_refused():
 
 
 def test_hand_computed_col2im():
-    """One 2×2 image: output pixel p's row holds tap values 1..9 (tap = 3a + b, kernel row a,
+    """One 2×2 image: output pixel p's column holds tap values 1..9 (tap = 3a + b, kernel row a,
     column b); input pixel (r, s) receives the taps that see it from outputs inside the map, i.e.
     those with 0 ≤ r − a + 1 < 2 and 0 ≤ s − b + 1 < 2, once per such output: (0, 0) gets taps
     (a, b) in {0, 1}² = 1 + 2 + 4 + 5 = 12; (0, 1): a in {0, 1}, b in {1, 2} → 2 + 3 + 5 + 6 = 16;
     (1, 0): 4 + 5 + 7 + 8 = 24; (1, 1): 5 + 6 + 8 + 9 = 28."""
-    back = np.tile(np.arange(1.0, 10.0, dtype=np.float32), (4, 1))
+    back = np.tile(np.arange(1.0, 10.0, dtype=np.float32)[:, None], (1, 4))
     dx = np.empty((4, 1), np.float32)
-    col2im_image(back, 2, dx)
+    col2im_image(back, 2, np.empty((16, 1), np.float32), dx)
     assert dx.ravel().tolist() == [12.0, 16.0, 24.0, 28.0]
+
+
+def test_hand_computed_im2col():
+    """A 2×2 image 1, 2 / 3, 4: output pixel (0, 0) sees zeros above and left, then 1, 2 / 3, 4 in
+    taps 4, 5, 7, 8; column p of tap t is the pixel at p + (a − 1, b − 1)."""
+    cols = np.full((10, 4), -1.0, np.float32)
+    im2col_image(np.array([[1.0], [2.0], [3.0], [4.0]], np.float32), 2, np.zeros((16, 1), np.float32), cols)
+    assert cols[:, 0].tolist() == [0, 0, 0, 0, 1, 2, 0, 3, 4, -1]  # the ones row is the caller's
+    assert cols[:, 3].tolist() == [1, 2, 0, 3, 4, 0, 0, 0, 0, -1]

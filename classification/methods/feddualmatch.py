@@ -22,7 +22,7 @@ from torch import nn
 from classification.config import ClsConfig
 from classification.context import RunContext
 from classification.data import Dataset
-from classification.distill_client import DistillConfig, SyntheticSet, distill
+from classification.distill_client import ClientData, DistillConfig, SyntheticSet, distill_clients
 from classification.distill_server import ServerConfig, server_update
 from classification.dp import DPConfig, client_epsilon
 from classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
@@ -108,11 +108,15 @@ class DatasetDistillation(Method):
         return client, server
 
     def local_train(self, round_: int) -> None:
-        """Every client distils afresh around the global weights it holds (instead of local SGD)."""
+        """Every client distils afresh around the global weights it holds (instead of local SGD),
+        all clients in one pass; each gets the set it would get alone."""
+        clients = []
         for device in self.ctx.local:
             images, labels = self.ctx.device_data(device)
-            self.sets[device] = distill(self.ctx.devices.module(device), Dataset.inputs(images), labels,
-                                        self.client, self.radius[device], self.generators[device])
+            clients.append(ClientData(self.ctx.devices.module(device), Dataset.inputs(images), labels,
+                                      self.radius[device], self.generators[device]))
+        for device, synthetic in zip(self.ctx.local, distill_clients(clients, self.client)):
+            self.sets[device] = synthetic
             self.distilled_rounds[device] += 1
 
     def upload(self, device: int) -> Payload:
