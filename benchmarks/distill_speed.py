@@ -20,6 +20,7 @@ import argparse
 import importlib.util
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -44,9 +45,11 @@ def reference_modules(base: str) -> tuple[ModuleType, ModuleType]:
     """The client and server modules as of ``base``, loaded under private names.
 
     The old server's imports of the client module are pointed at the old client, so the pair is
-    the old code as it was.
+    the old code as it was. The sources are written to a temporary folder first, where numba can
+    keep the cache of any compiled function they define.
     """
     modules = []
+    folder = Path(tempfile.mkdtemp(prefix=f"frd_reference_{base}_"))
     for name in ("distill_client", "distill_server"):
         source = subprocess.run(["git", "show", f"{base}:classification/{name}.py"], cwd=REPO, check=True,
                                 capture_output=True, text=True).stdout
@@ -55,7 +58,8 @@ def reference_modules(base: str) -> tuple[ModuleType, ModuleType]:
         spec = importlib.util.spec_from_loader(module_name, loader=None)
         assert spec is not None
         module = importlib.util.module_from_spec(spec)
-        module.__file__ = f"{base}:classification/{name}.py"
+        module.__file__ = str(folder / f"{name}.py")
+        Path(module.__file__).write_text(source)
         sys.modules[module_name] = module  # dataclasses look their module up while being built
         exec(compile(source, module.__file__, "exec"), module.__dict__)
         modules.append(module)

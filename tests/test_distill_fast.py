@@ -34,6 +34,7 @@ from classification.distill_client import (
 from classification.distill_server import (
     _sgd,
     _shuffled_batches,
+    _trained_copies,
     batched_gradient_distance,
     class_gradients,
     gradient_distance,
@@ -266,3 +267,19 @@ def test_server_sgd_equals_torchs_optimizer():
     _sgd(model, x, y, iter(batches), 0.05, 0.9, 5e-4)
     for a, b in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_radius_copies_trained_together_equal_copies_trained_one_by_one():
+    """The grouped steps of ``_trained_copies`` against ``_sgd`` on each copy, with batches of
+    unequal size (the union's 8 against a client's 5 then 3)."""
+    model = ConvNet((1, 8, 8), 3, width=4)
+    g = torch.Generator().manual_seed(2)
+    data = [(torch.randn(n, 1, 8, 8, generator=g), torch.randint(0, 3, (n,), generator=g)) for n in (16, 8, 5)]
+    batches = [list(itertools.islice(_shuffled_batches(x.shape[0], 8, g), 3)) for x, _ in data]
+    together = _trained_copies(model, data, batches, 0.1)
+    for (x, y), own, row in zip(data, batches, together):
+        alone = copy.deepcopy(model)
+        _sgd(alone, x, y, iter(own), 0.1)
+        torch.testing.assert_close(row, torch.cat([p.detach().reshape(-1) for p in alone.parameters()]),
+                                   rtol=1e-5, atol=1e-6)
+    assert not torch.equal(together[0], together[1])
