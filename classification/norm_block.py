@@ -121,25 +121,42 @@ def norm_pool_image_backward(y, gamma, beta, width, m, rs, dout, dy, dgamma, dbe
 def _forward(y, gamma, beta, starts, width, eps, out, mean, rstd):
     """out = pool(relu(norm(y))) for y [N, H·W, C] (channels last), image by image; images
     starts[k]:starts[k + 1] take group k's γ[k], β[k]; saves every (image, channel)'s mean and 1/σ."""
-    scale, shift = np.empty(y.shape[2], np.float32), np.empty(y.shape[2], np.float32)
     for k in range(gamma.shape[0]):
-        for n in range(starts[k], starts[k + 1]):
-            norm_pool_image(y[n], gamma[k], beta[k], width, eps, out[n], mean[n], rstd[n], scale, shift)
+        a, b = starts[k], starts[k + 1]
+        _forward_group(y[a:b], gamma[k], beta[k], width, eps, out[a:b], mean[a:b], rstd[a:b])
+
+
+@njit(**KERNEL)
+def _forward_group(y, gamma, beta, width, eps, out, mean, rstd):
+    """``_forward`` of images that share γ and β: a function of its own, so that its arrays, being
+    arguments, carry the ``noalias`` promise (as views inside ``_forward`` they would not, and the
+    loops ran ~15 % slower on 4×4 maps)."""
+    scale, shift = np.empty(y.shape[2], np.float32), np.empty(y.shape[2], np.float32)
+    for n in range(y.shape[0]):
+        norm_pool_image(y[n], gamma, beta, width, eps, out[n], mean[n], rstd[n], scale, shift)
 
 
 @njit(**KERNEL)
 def _backward(y, gamma, beta, starts, width, mean, rstd, dout, dy, dgamma, dbeta):
     """Gradients of Σ dout·pool(relu(norm(y))) w.r.t. y (into dy), and γ's and β's summed over
     each group's images."""
+    for k in range(gamma.shape[0]):
+        a, b = starts[k], starts[k + 1]
+        _backward_group(y[a:b], gamma[k], beta[k], width, mean[a:b], rstd[a:b], dout[a:b], dy[a:b], dgamma[k], dbeta[k])
+
+
+@njit(**KERNEL)
+def _backward_group(y, gamma, beta, width, mean, rstd, dout, dy, dgamma, dbeta):
+    """``_backward`` of images that share γ and β, into their own dgamma and dbeta (see
+    ``_forward_group`` for why a function of its own)."""
     c = y.shape[2]
     scale, shift = np.empty(c, np.float32), np.empty(c, np.float32)
     sum_dz, sum_dzx = np.empty(c, np.float32), np.empty(c, np.float32)
-    dgamma[...] = 0.0
-    dbeta[...] = 0.0
-    for k in range(gamma.shape[0]):
-        for n in range(starts[k], starts[k + 1]):
-            norm_pool_image_backward(y[n], gamma[k], beta[k], width, mean[n], rstd[n], dout[n], dy[n], dgamma[k],
-                                     dbeta[k], scale, shift, sum_dz, sum_dzx)
+    dgamma[:] = 0.0
+    dbeta[:] = 0.0
+    for n in range(y.shape[0]):
+        norm_pool_image_backward(y[n], gamma, beta, width, mean[n], rstd[n], dout[n], dy[n], dgamma, dbeta,
+                                 scale, shift, sum_dz, sum_dzx)
 
 
 def channels_last(x: torch.Tensor) -> torch.Tensor:
