@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable, Literal, Sequence, cast
@@ -275,15 +276,16 @@ def distill_clients(clients: Sequence[ClientData], config: DistillConfig) -> lis
     states = [_ClientState(c, config) for c in clients]
     balls = _ErrorBalls([c.model for c in clients], [c.radius for c in clients], [c.generator for c in clients])
     syn = torch.cat([s.syn for s in states]).requires_grad_(True)
-    syn_starts = _starts([s.syn.shape[0] for s in states])
+    syn_starts = consecutive_starts([s.syn.shape[0] for s in states])
     momentum = torch.empty_like(syn)
     num_layers = len(_layer_outputs_no_grad(balls.models[0], states[0].images[:1]))
-    real_segments = torch.cat([s.segments + offset for s, offset in zip(states, _starts([len(s.classes) for s in states]))])
+    class_offsets = consecutive_starts([len(s.classes) for s in states])
+    real_segments = torch.cat([s.segments + offset for s, offset in zip(states, class_offsets)])
     real_sizes = torch.cat([torch.tensor(s.sizes) for s in states]).unsqueeze(1)
+    real_starts = consecutive_starts([s.real_rows for s in states])
     for it in range(config.iterations):
         balls.draw()
         real = torch.cat([s.real_batch(config.real_batch) for s in states])
-        real_starts = _starts([s.real_rows for s in states])
         layers = matched_layers(config.matching, num_layers, it, config.iterations)
         with torch.no_grad():
             real_out = balls.layer_outputs(real, real_starts)
@@ -340,7 +342,15 @@ def sgd_step(p, grad, buf, lr, momentum, weight_decay, first):
         p[i] = p[i] - lr * d
 
 
-def _starts(sizes: Sequence[int]) -> list[int]:
+def stacked_parameters(weights: torch.Tensor, shapes: Sequence[torch.Size]) -> list[torch.Tensor]:
+    """Each parameter of K flat weight vectors ([K, P], parameters in order) as one [K, *shape] view,
+    the weights that :func:`convnet_layer_outputs` takes with groups. Split, not sliced: when the
+    buffer requires a gradient, a slice's backward would write a zero tensor of all of it per parameter."""
+    parts = weights.split([math.prod(shape) for shape in shapes], dim=1)
+    return [part.view(weights.shape[0], *shape) for part, shape in zip(parts, shapes)]
+
+
+def consecutive_starts(sizes: Sequence[int]) -> list[int]:
     """Group boundaries of consecutive groups of ``sizes``: [0, s0, s0 + s1, …]."""
     return [0, *itertools.accumulate(sizes)]
 
@@ -375,8 +385,7 @@ class _ErrorBalls:
             for p, flat in zip(ps, self.weights[k].split(sizes)):
                 p.data = flat.view_as(p)
                 p.requires_grad_(False)
-        k = len(self.models)
-        self.stacked = [self.weights[:, o:o + n].view(k, *shape) for o, n, shape in zip(_starts(sizes), sizes, shapes)]
+        self.stacked = stacked_parameters(self.weights, shapes)
         self.radii = np.asarray(radii, dtype=np.float64)
         self.generators = list(generators)
         self.grouped = type(self.models[0]) is ConvNet
@@ -480,8 +489,11 @@ def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True,
         return _plain_layer_outputs(model, x)
     if (weights is None) != (starts is None):
         raise ValueError("per-client weights and group starts go together")
-    weights = list(model.parameters()) if weights is None else weights
-    if len(weights) != 4 * len(blocks) + 2:
+    if weights is None:
+        weights = [w for b in blocks for w in (cast(Any, b)[0].weight, cast(Any, b)[0].bias, cast(Any, b)[1].weight,
+                                               cast(Any, b)[1].bias)]
+        weights += [model.classifier.weight, model.classifier.bias]
+    if len(weights) != 4 * len(blocks) + 2 or any(w is None for w in weights):
         raise ValueError("the fused pass needs every block's convolution bias and affine norm")
     bounds = None if starts is None else list(starts)
     x = channels_last(x)
@@ -537,7 +549,7 @@ def _by_group(op: Callable[..., torch.Tensor], x: torch.Tensor, starts: Sequence
 
 
 def _sizes(starts: Sequence[int]) -> list[int]:
-    """Group sizes from group boundaries (the inverse of :func:`_starts`)."""
+    """Group sizes from group boundaries (the inverse of :func:`consecutive_starts`)."""
     return [int(b - a) for a, b in zip(starts[:-1], starts[1:])]
 
 

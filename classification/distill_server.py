@@ -19,7 +19,15 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from classification.distill_client import PRESETS, SCALES, SyntheticSet, convnet_layer_outputs, sgd_step
+from classification.distill_client import (
+    PRESETS,
+    SCALES,
+    SyntheticSet,
+    consecutive_starts,
+    convnet_layer_outputs,
+    sgd_step,
+    stacked_parameters,
+)
 from classification.models import ConvNet
 from frd.errors import FrdError
 
@@ -339,17 +347,14 @@ def _trained_copies(model: nn.Module, data: Sequence[tuple[torch.Tensor, torch.T
             copies.append(torch.cat([p.detach().reshape(-1) for p in trained.parameters()]))
         return torch.stack(copies)
     weights = flat.repeat(len(data), 1).requires_grad_()
-    numels = [p.numel() for p in params]
     none = np.empty(0, np.float32)
     model.train()
     for step in range(len(batches[0])):
         picks = [own[step] for own in batches]
         x = torch.cat([images[i] for (images, _), i in zip(data, picks)])
         sizes = [i.numel() for i in picks]
-        # split, not slicing: a slice's backward writes a zero tensor of all weights per parameter
-        stacked = [w.view(len(data), *p.shape) for w, p in zip(weights.split(numels, dim=1), params)]
-        logits = convnet_layer_outputs(cast(ConvNet, model), x, weights=stacked,
-                                       starts=list(itertools.accumulate([0, *sizes])))[-1]
+        stacked = stacked_parameters(weights, [p.shape for p in params])
+        logits = convnet_layer_outputs(cast(ConvNet, model), x, weights=stacked, starts=consecutive_starts(sizes))[-1]
         loss = cast(torch.Tensor, sum(F.cross_entropy(out, labels[i])
                                       for out, (_, labels), i in zip(logits.split(sizes), data, picks)))
         (grad,) = torch.autograd.grad(loss, weights)

@@ -122,16 +122,15 @@ def _forward_group(x, kernel, gamma, beta, width, eps, out, mean, rstd):
 
 @njit(**KERNEL)
 def _backward(x, kernel, gamma, beta, starts, width, mean, rstd, dout, dx, dkernel, dgamma, dbeta):
-    """Gradients of Σ dout·block(x): each group's kernel (taps and bias, [K, Cin·9 + 1, C]; only
-    when ``dkernel`` has rows), γ and β, summed over its images; x's into dx when it has rows."""
+    """Gradients of Σ dout·block(x): each group's kernel (taps and bias, [K, Cin·9 + 1, C]; none
+    when ``dkernel`` is [K, 0, 0]), γ and β, summed over its images; x's into dx unless it is empty."""
     dkernel[...] = 0.0
     dgamma[...] = 0.0
     dbeta[...] = 0.0
     for k in range(kernel.shape[0]):
         a, b = starts[k], starts[k + 1]
-        _backward_group(x[a:b], kernel[k], gamma[k], beta[k], width, mean[a:b], rstd[a:b], dout[a:b],
-                        dx[a:b] if dx.shape[0] else dx, dkernel[k] if dkernel.shape[0] else dkernel[0:0, 0],
-                        dgamma[k], dbeta[k])
+        _backward_group(x[a:b], kernel[k], gamma[k], beta[k], width, mean[a:b], rstd[a:b], dout[a:b], dx[a:b],
+                        dkernel[k], dgamma[k], dbeta[k])
 
 
 @njit(**KERNEL)
@@ -186,7 +185,7 @@ class FirstBlock(torch.autograd.Function):
         x, kernel, gamma, beta, mean, rstd = ctx.saved_tensors
         dx = torch.empty(x.shape, memory_format=torch.channels_last) if ctx.needs_input_grad[0] else None
         kernel_grad = ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
-        dkernel = torch.empty(kernel.shape if kernel_grad else (0, 0, 0))
+        dkernel = torch.empty(kernel.shape if kernel_grad else (kernel.shape[0], 0, 0))
         dgamma, dbeta = torch.empty(gamma.shape), torch.empty(beta.shape)
         _backward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), ctx.starts, x.shape[3], mean.numpy(),
                   rstd.numpy(), slabs(dout), slabs(dx) if dx is not None else np.empty((0, 0, 0), np.float32),
