@@ -24,6 +24,7 @@ from numba import njit
 from torch import nn
 
 from agents.kernel import JIT
+from classification.dense_conv import DENSE_MAP, dense_matrix
 from classification.dp import DPConfig, clip_and_noise
 from classification.first_block import FEW_CHANNELS, first_block
 from classification.models import ConvNet
@@ -501,13 +502,13 @@ def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True,
     for b, block in enumerate(blocks):
         conv, norm, _, pool = cast(Any, block)  # an nn.Sequential: conv, group norm, ReLU, pool
         conv_weight, conv_bias, gamma, beta = weights[4 * b:4 * b + 4]
-        plain_pool = pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0
-        fused_norm = plain_pool and norm.num_groups == conv.out_channels  # instance norm
-        if fused_norm and _same_3x3(conv) and _even(x) and x.shape[1] <= FEW_CHANNELS:
+        fused_norm = fused_norm_block(norm, pool, conv)
+        kind = conv_kind(conv, fused_norm, x.shape)
+        if kind == "first":
             x = first_block(x, conv_weight, conv_bias, gamma, beta, norm.eps, bounds)
             outputs.append(x)
             continue
-        if _same_3x3(conv) and x.shape[2] * x.shape[3] <= DENSE_MAP:
+        if kind == "dense":
             x = _dense_conv(x, conv_weight, conv_bias, bounds)
         else:
             x = _by_group(partial(F.conv2d, stride=conv.stride, padding=conv.padding), x, bounds, conv_weight, conv_bias)
@@ -557,11 +558,21 @@ def _even(x: torch.Tensor) -> bool:
     return x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0
 
 
-DENSE_MAP = 4
-"""Largest H·W whose 3×3 convolution runs as one matrix product (:func:`_dense_conv`): on a 2×2
-map every tap of every output lands inside the map, so the product wastes nothing, while
-oneDNN's convolution computes the padding's zeros too (measured, batch 256, width 32: forward +
-backward 680 → 380 µs)."""
+def fused_norm_block(norm: nn.GroupNorm, pool: nn.AvgPool2d, conv: nn.Conv2d) -> bool:
+    """Whether a block's norm and pool are instance norm and a plain 2×2 pool, which
+    :func:`classification.norm_block.norm_relu_pool` fuses (on even sides)."""
+    plain_pool = pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0
+    return plain_pool and norm.num_groups == conv.out_channels
+
+
+def conv_kind(conv: nn.Conv2d, fused_norm: bool, shape: Sequence[int]) -> str:
+    """How the fused pass runs a block's convolution of an [N, C, H, W] input: ``first`` (the
+    whole block image by image, :mod:`classification.first_block`), ``dense`` (one matrix
+    product, :func:`_dense_conv`) or ``conv`` (oneDNN's convolution)."""
+    channels, h, w = shape[1:]
+    if fused_norm and _same_3x3(conv) and h % 2 == 0 and w % 2 == 0 and channels <= FEW_CHANNELS:
+        return "first"
+    return "dense" if _same_3x3(conv) and h * w <= DENSE_MAP else "conv"
 
 
 def _same_3x3(conv: nn.Conv2d) -> bool:
@@ -570,38 +581,22 @@ def _same_3x3(conv: nn.Conv2d) -> bool:
             and conv.dilation == (1, 1) and conv.groups == 1)
 
 
-_TAPS: dict[tuple[int, int], torch.Tensor] = {}
-
-
 def _dense_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                 starts: Sequence[int] | None = None) -> torch.Tensor:
     """``F.conv2d(x, weight, bias, padding=1)`` of a channels-last map as one matrix product.
 
-    The map's H·W·Cin inputs (channels-last order) times a [H·W·Cin, H·W·Cout] matrix whose
-    block (input pixel, output pixel) is the kernel's tap joining them, or zeros where no tap
-    does; the result is channels last. Gradients reach x, weight and bias through the gather.
+    The map's H·W·Cin inputs (channels-last order) times the kernel's matrix
+    (:func:`classification.dense_conv.dense_matrix`); the result is channels last. Gradients reach
+    x, weight and bias.
     With ``starts``, ``weight`` and ``bias`` have a leading group axis and images
     ``starts[k]:starts[k + 1]`` take group k's.
     """
     n, c_in, h, w = x.shape
     single = starts is None
-    if single:
-        weight = weight.unsqueeze(0)
-    groups, c_out = weight.shape[:2]
-    key = (h, w)
-    if key not in _TAPS:
-        rows, cols = torch.arange(h), torch.arange(w)
-        dh = rows[:, None] - rows[None, :] + 1  # [input row, output row] → kernel row, valid in 0..2
-        dw = cols[:, None] - cols[None, :] + 1
-        tap = dh[:, None, :, None] * 3 + dw[None, :, None, :]  # [hi, wi, ho, wo]
-        inside = ((dh >= 0) & (dh < 3))[:, None, :, None] & ((dw >= 0) & (dw < 3))[None, :, None, :]
-        _TAPS[key] = torch.where(inside, tap, 9)  # 9: the zero block
-    taps = torch.cat([weight.permute(0, 3, 4, 2, 1).reshape(groups, 9, c_in, c_out),
-                      weight.new_zeros(groups, 1, c_in, c_out)], 1)
-    matrix = taps[:, _TAPS[key]].permute(0, 1, 2, 5, 3, 4, 6).reshape(groups, h * w * c_in, h * w * c_out)
+    matrix = dense_matrix(weight.unsqueeze(0) if single else weight, h, w)
     rows = channels_last(x).permute(0, 2, 3, 1).reshape(n, h * w * c_in)
     y = _by_group(lambda xs, m, c: torch.addmm(c.repeat(h * w), xs, m), rows, starts, matrix[0] if single else matrix, bias)
-    return y.view(n, h, w, c_out).permute(0, 3, 1, 2)
+    return y.view(n, h, w, -1).permute(0, 3, 1, 2)
 
 
 _POOL_MATRICES: dict[tuple[int, int], torch.Tensor] = {}

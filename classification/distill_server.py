@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
+from classification.convnet_grads import cross_entropy_gradients, fused_plan
 from classification.distill_client import (
     PRESETS,
     SCALES,
@@ -301,14 +302,22 @@ def _shuffled_batches(n: int, batch: int, generator: torch.Generator) -> Iterato
 def _sgd(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batches: Iterator[torch.Tensor],
          lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
     """``torch.optim.SGD`` (a fresh one) over ``batches`` of cross-entropy, as one flat step per batch
-    (:func:`sgd_step`): the model's parameters and gradients become views of two flat buffers."""
+    (:func:`sgd_step`): the model's parameters and gradients become views of two flat buffers.
+    A fully fused ConvNet's gradients come without autograd (:mod:`classification.convnet_grads`,
+    the same bits)."""
     model.train()
     weights, grads = _flat_parameters(model)
     momentum_buffer = torch.empty_like(weights)
     hyper = np.float32(lr), np.float32(momentum), np.float32(weight_decay)
+    plan = fused_plan(model, images.shape[1:])
+    views = [cast(torch.Tensor, p.grad) for p in model.parameters()]
     for step, idx in enumerate(batches):
-        grads.zero_()
-        F.cross_entropy(_logits(model, images[idx]), labels[idx]).backward()
+        if plan is None:
+            grads.zero_()
+            F.cross_entropy(_logits(model, images[idx]), labels[idx]).backward()
+        else:
+            for view, grad in zip(views, cross_entropy_gradients(cast(ConvNet, model), plan, images[idx], labels[idx])):
+                view.copy_(grad)
         sgd_step(weights.numpy(), grads.numpy(), momentum_buffer.numpy(), *hyper, step == 0)
 
 

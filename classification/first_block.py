@@ -158,6 +158,45 @@ def _backward_group(x, kernel, gamma, beta, width, mean, rstd, dout, dx, dkernel
             col2im_image(back, width, dx_pad, dx[n])
 
 
+def first_block_forward(x: torch.Tensor, conv_weight: torch.Tensor, conv_bias: torch.Tensor, weight: torch.Tensor,
+                        bias: torch.Tensor, eps: float, bounds: np.ndarray | None
+                        ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], np.ndarray]:
+    """The block's output, the tensors its backward needs and the kernels' group boundaries
+    (:class:`FirstBlock`'s forward, also called without autograd)."""
+    n, _, h, w = x.shape
+    x = channels_last(x)
+    starts, (taps, tap_bias, gamma, beta) = kernel_weights(bounds, n, conv_weight, conv_bias, weight, bias)
+    kernel = _kernel(taps, tap_bias)
+    channels = kernel.shape[2]
+    out = torch.empty(n, channels, h // 2, w // 2, memory_format=torch.channels_last)
+    mean, rstd = torch.empty(n, channels), torch.empty(n, channels)
+    _forward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), starts, w, eps, slabs(out), mean.numpy(),
+             rstd.numpy())
+    return out, (x, kernel, gamma, beta, mean, rstd), starts
+
+
+def first_block_backward(saved: Sequence[torch.Tensor], starts: np.ndarray, bounds: np.ndarray | None,
+                         dout: torch.Tensor, input_grad: bool, kernel_grad: bool
+                         ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """Gradients w.r.t. the input (if ``input_grad``), the convolution's weight and bias (if
+    ``kernel_grad``), γ and β, from what :func:`first_block_forward` saved and a channels-last
+    upstream gradient; None for those not asked."""
+    x, kernel, gamma, beta, mean, rstd = saved
+    dx = torch.empty(x.shape, memory_format=torch.channels_last) if input_grad else None
+    dkernel = torch.empty(kernel.shape if kernel_grad else (kernel.shape[0], 0, 0))
+    dgamma, dbeta = torch.empty(gamma.shape), torch.empty(beta.shape)
+    _backward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), starts, x.shape[3], mean.numpy(),
+              rstd.numpy(), slabs(dout), slabs(dx) if dx is not None else np.empty((0, 0, 0), np.float32),
+              dkernel.numpy(), dgamma.numpy(), dbeta.numpy())
+    dweight, dbias = without_group_axis(bounds, dgamma, dbeta)
+    if not kernel_grad:
+        return dx, None, None, dweight, dbias
+    taps_shape = (kernel.shape[0], kernel.shape[2], x.shape[1], 3, 3)
+    dtaps, dtap_bias = without_group_axis(bounds, dkernel[:, :-1].transpose(1, 2).reshape(taps_shape),
+                                          dkernel[:, -1].clone())
+    return dx, dtaps, dtap_bias, dweight, dbias
+
+
 class FirstBlock(torch.autograd.Function):
     """``norm_relu_pool(conv2d(x, w, b, padding=1), γ, β, eps)`` for a 3×3 kernel, image by image;
     with ``bounds`` (see :func:`classification.norm_block.group_bounds`) every parameter has a
@@ -166,36 +205,17 @@ class FirstBlock(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, conv_weight: torch.Tensor, conv_bias: torch.Tensor, weight: torch.Tensor,
                 bias: torch.Tensor, eps: float, bounds: np.ndarray | None) -> torch.Tensor:
-        n, _, h, w = x.shape
-        x = channels_last(x)
-        starts, (taps, tap_bias, gamma, beta) = kernel_weights(bounds, n, conv_weight, conv_bias, weight, bias)
-        kernel = _kernel(taps, tap_bias)
-        channels = kernel.shape[2]
-        out = torch.empty(n, channels, h // 2, w // 2, memory_format=torch.channels_last)
-        mean, rstd = torch.empty(n, channels), torch.empty(n, channels)
-        _forward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), starts, w, eps, slabs(out), mean.numpy(),
-                 rstd.numpy())
-        ctx.save_for_backward(x, kernel, gamma, beta, mean, rstd)
-        ctx.taps_shape, ctx.starts, ctx.bounds = taps.shape, starts, bounds
+        out, saved, ctx.starts = first_block_forward(x, conv_weight, conv_bias, weight, bias, eps, bounds)
+        ctx.save_for_backward(*saved)
+        ctx.bounds = bounds
         return out
 
     @staticmethod
     def backward(ctx, dout: torch.Tensor):
         dout = first_order_upstream("first_block", dout)
-        x, kernel, gamma, beta, mean, rstd = ctx.saved_tensors
-        dx = torch.empty(x.shape, memory_format=torch.channels_last) if ctx.needs_input_grad[0] else None
-        kernel_grad = ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
-        dkernel = torch.empty(kernel.shape if kernel_grad else (kernel.shape[0], 0, 0))
-        dgamma, dbeta = torch.empty(gamma.shape), torch.empty(beta.shape)
-        _backward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), ctx.starts, x.shape[3], mean.numpy(),
-                  rstd.numpy(), slabs(dout), slabs(dx) if dx is not None else np.empty((0, 0, 0), np.float32),
-                  dkernel.numpy(), dgamma.numpy(), dbeta.numpy())
-        dweight, dbias = without_group_axis(ctx.bounds, dgamma, dbeta)
-        if not kernel_grad:
-            return dx, None, None, dweight, dbias, None, None
-        dtaps, dtap_bias = without_group_axis(ctx.bounds, dkernel[:, :-1].transpose(1, 2).reshape(ctx.taps_shape),
-                                              dkernel[:, -1].clone())
-        return dx, dtaps, dtap_bias, dweight, dbias, None, None
+        grads = first_block_backward(ctx.saved_tensors, ctx.starts, ctx.bounds, dout, ctx.needs_input_grad[0],
+                                     ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
+        return *grads, None, None
 
 
 def _kernel(conv_weight: torch.Tensor, conv_bias: torch.Tensor) -> torch.Tensor:

@@ -219,6 +219,32 @@ def without_group_axis(bounds: np.ndarray | None, *grads: torch.Tensor) -> tuple
     return tuple(g[0] for g in grads) if bounds is None else grads
 
 
+def norm_relu_pool_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
+                           bounds: np.ndarray | None) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], np.ndarray]:
+    """The block's output, the tensors its backward needs and the kernels' group boundaries
+    (:class:`NormReluPool`'s forward, also called without autograd)."""
+    n, c, h, w = x.shape
+    x = channels_last(x)
+    starts, (gamma, beta) = kernel_weights(bounds, n, weight, bias)
+    out = torch.empty(n, c, h // 2, w // 2, memory_format=torch.channels_last)
+    mean, rstd = torch.empty(n, c), torch.empty(n, c)
+    _forward(slabs(x), gamma.numpy(), beta.numpy(), starts, w, eps, slabs(out), mean.numpy(), rstd.numpy())
+    return out, (x, gamma, beta, mean, rstd), starts
+
+
+def norm_relu_pool_backward(saved: Sequence[torch.Tensor], starts: np.ndarray, bounds: np.ndarray | None,
+                            dout: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients w.r.t. the input, γ and β from what :func:`norm_relu_pool_forward` saved and a
+    channels-last upstream gradient."""
+    x, gamma, beta, mean, rstd = saved
+    dx = torch.empty_like(x, memory_format=torch.channels_last)
+    dgamma, dbeta = torch.empty(gamma.shape), torch.empty(beta.shape)
+    _backward(slabs(x), gamma.numpy(), beta.numpy(), starts, x.shape[3], mean.numpy(), rstd.numpy(),
+              slabs(dout), slabs(dx), dgamma.numpy(), dbeta.numpy())
+    dweight, dbias = without_group_axis(bounds, dgamma, dbeta)
+    return dx, dweight, dbias
+
+
 class NormReluPool(torch.autograd.Function):
     """``avg_pool2d(relu(group_norm(x, C, weight, bias, eps)), 2)`` with one group per channel,
     channels last; with ``bounds`` (see :func:`group_bounds`), ``weight`` and ``bias`` are [K, C],
@@ -227,25 +253,15 @@ class NormReluPool(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
                 bounds: np.ndarray | None) -> torch.Tensor:
-        n, c, h, w = x.shape
-        x = channels_last(x)
-        starts, (gamma, beta) = kernel_weights(bounds, n, weight, bias)
-        out = torch.empty(n, c, h // 2, w // 2, memory_format=torch.channels_last)
-        mean, rstd = torch.empty(n, c), torch.empty(n, c)
-        _forward(slabs(x), gamma.numpy(), beta.numpy(), starts, w, eps, slabs(out), mean.numpy(), rstd.numpy())
-        ctx.save_for_backward(x, gamma, beta, mean, rstd)
-        ctx.starts, ctx.bounds = starts, bounds
+        out, saved, ctx.starts = norm_relu_pool_forward(x, weight, bias, eps, bounds)
+        ctx.save_for_backward(*saved)
+        ctx.bounds = bounds
         return out
 
     @staticmethod
     def backward(ctx, dout: torch.Tensor):
         dout = first_order_upstream("norm_relu_pool", dout)
-        x, gamma, beta, mean, rstd = ctx.saved_tensors
-        dx = torch.empty_like(x, memory_format=torch.channels_last)
-        dgamma, dbeta = torch.empty(gamma.shape), torch.empty(beta.shape)
-        _backward(slabs(x), gamma.numpy(), beta.numpy(), ctx.starts, x.shape[3], mean.numpy(), rstd.numpy(),
-                  slabs(dout), slabs(dx), dgamma.numpy(), dbeta.numpy())
-        return dx, *without_group_axis(ctx.bounds, dgamma, dbeta), None, None
+        return *norm_relu_pool_backward(ctx.saved_tensors, ctx.starts, ctx.bounds, dout), None, None
 
 
 def norm_relu_pool(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,

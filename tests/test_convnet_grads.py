@@ -1,0 +1,83 @@
+"""The server's hand-walked ConvNet gradients are autograd's, bit for bit, and the tiny-map
+convolution matrix is the convolution (issue 13 §3)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from classification.convnet_grads import cross_entropy_gradients, fused_plan
+from classification.dense_conv import dense_matrix, dense_matrix_adjoint
+from classification.distill_server import _logits
+from classification.models import MLP, ConvNet
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def random_convnet(shape, width: int, depth: int) -> ConvNet:
+    torch.manual_seed(0)
+    model = ConvNet(shape, 10, width=width, depth=depth)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    return model
+
+
+@pytest.mark.parametrize("shape, width, depth, plan", [
+    ((1, 8, 8), 32, 3, ["first", "conv", "dense"]),  # the digits ConvNet
+    ((1, 8, 8), 32, 2, ["first", "conv"]),
+    ((3, 16, 16), 8, 3, ["first", "conv", "conv"]),
+    ((1, 4, 4), 16, 2, ["first", "dense"]),
+    ((2, 4, 4), 3, 2, ["first", "first"]),  # narrow: the first block's kernel again
+])
+def test_gradients_equal_autograds_bit_for_bit(shape, width, depth, plan):
+    model = random_convnet(shape, width, depth)
+    assert fused_plan(model, shape) == plan
+    x, y = torch.randn(37, *shape), torch.randint(0, 10, (37,))
+    expected = torch.autograd.grad(F.cross_entropy(_logits(model, x), y), list(model.parameters()))
+    got = cross_entropy_gradients(model, plan, x, y)
+    assert [g.shape for g in got] == [e.shape for e in expected]
+    assert all(torch.equal(g, e) for g, e in zip(got, expected))
+
+
+def test_models_that_do_not_run_fused_keep_autograd():
+    assert fused_plan(random_convnet((1, 28, 28), 8, 3), (1, 28, 28)) is None  # 7×7 third map
+    assert fused_plan(random_convnet((1, 8, 8), 8, 3).double(), (1, 8, 8)) is None
+    assert fused_plan(MLP((1, 8, 8), 10), (1, 8, 8)) is None
+
+
+@pytest.mark.parametrize("side", [(2, 2), (1, 1), (1, 2), (2, 1)])
+def test_dense_matrix_is_the_convolution_and_its_adjoint_the_weight_gradient(side):
+    g = torch.Generator().manual_seed(0)
+    h, w = side
+    x = torch.randn(3, 5, h, w, generator=g)
+    weight = torch.randn(2, 4, 5, 3, 3, generator=g)
+    matrix = dense_matrix(weight, h, w)
+    assert matrix.shape == (2, h * w * 5, h * w * 4)
+    rows = x.permute(0, 2, 3, 1).reshape(3, -1)
+    for k in range(2):
+        conv = F.conv2d(x, weight[k], padding=1).permute(0, 2, 3, 1).reshape(3, -1)
+        torch.testing.assert_close(rows @ matrix[k], conv)
+    upstream = torch.randn(matrix.shape, generator=g)
+    expected = torch.autograd.grad((dense_matrix(weight.requires_grad_(), h, w) * upstream).sum(), weight)[0]
+    torch.testing.assert_close(dense_matrix_adjoint(upstream, h, w, 5), expected)
+
+
+def test_dense_matrix_of_one_pixel_is_the_centre_tap():
+    weight = torch.arange(2 * 3 * 9, dtype=torch.float32).view(1, 2, 3, 3, 3)
+    assert torch.equal(dense_matrix(weight, 1, 1)[0], weight[0, :, :, 1, 1].t())
+    grad = torch.ones(1, 3, 2)
+    adjoint = dense_matrix_adjoint(grad, 1, 1, 3)
+    assert adjoint[..., 1, 1].eq(1).all() and adjoint.sum() == 6
+
+
+def test_dense_matrix_refuses_second_derivatives():
+    weight = torch.randn(1, 2, 2, 3, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="first derivatives only"):
+        torch.autograd.grad(dense_matrix(weight, 2, 2).square().sum(), weight, create_graph=True)
