@@ -35,18 +35,19 @@ from classification.models import ConvNet
 
 @contextmanager
 def unfused() -> Iterator[None]:
-    """The server's ConvNet passes through PyTorch's operators, as before the fused blocks."""
-    original = server.convnet_layer_outputs
+    """The server's ConvNet passes through PyTorch's operators and autograd, as before the fused
+    blocks and the hand-walked fine-tuning gradients."""
+    original, plan = server.convnet_layer_outputs, server.fused_plan
 
     def plain(model: ConvNet, x: torch.Tensor, fused: bool = True, weights: Sequence[torch.Tensor] | None = None,
               starts: Sequence[int] | None = None) -> list[torch.Tensor]:
         return original(model, x, False, weights, starts)
 
-    server.convnet_layer_outputs = plain
+    server.convnet_layer_outputs, server.fused_plan = plain, lambda model, shape: None
     try:
         yield
     finally:
-        server.convnet_layer_outputs = original
+        server.convnet_layer_outputs, server.fused_plan = original, plan
 
 
 def cpu_ms(work: Callable[[], object], per: int) -> float:

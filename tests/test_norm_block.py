@@ -59,6 +59,7 @@ def test_second_derivatives_are_refused():
 
 
 def test_the_benchmarks_unfused_switch_routes_every_convnet_pass_through_pytorch_and_restores():
+    import classification.distill_server as server
     from benchmarks.distill_parts import unfused
     from classification.distill_server import _logits as server_logits
     from classification.distill_server import class_gradients
@@ -75,8 +76,10 @@ def test_the_benchmarks_unfused_switch_routes_every_convnet_pass_through_pytorch
 
     with unfused():
         assert torch.isfinite(second_derivative()).all()
+        assert server.fused_plan(model, (1, 8, 8)) is None  # fine-tuning's SGD back on autograd
     with pytest.raises(RuntimeError, match="first derivatives only"):
         second_derivative()
+    assert server.fused_plan(model, (1, 8, 8)) == ["first"] * 3  # width 4: every block the first block's kernel
     assert len(class_gradients(model, images, 0, create_graph=True)) == 4  # matching's path stays unfused
 
 
