@@ -2,6 +2,7 @@
 
     python -m benchmarks.distill_speed [--methods feddualmatch feddm] [--partitions iid dirichlet]
                                        [--seeds 0 1 2] [--dataset digits] [--alpha 0.1] [--base afeb57a]
+                                       [--native-conv]
 
 The reference is the client and server code (``classification/distill_client.py`` and
 ``classification/distill_server.py``) as of git revision ``--base``, read with ``git show`` and
@@ -12,7 +13,9 @@ method's ``distill_clients`` and ``server_update`` swapped for the reference one
 ``distill`` client after client) and once with the current ones ("new"), one after the other in
 this process with one torch thread. Time is CPU time of this process (``time.process_time``),
 which other jobs on a shared machine disturb less than wall-clock time; accuracy is the global
-model's after the last round.
+model's after the last round. ``--native-conv`` runs both with PyTorch's own convolutions instead
+of oneDNN's: the same math summed in other orders, to see how far float rounding alone moves a
+run's accuracy.
 """
 from __future__ import annotations
 
@@ -95,28 +98,31 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--samples-per-device", type=int, default=None)
     parser.add_argument("--base", default=BASE, help="git revision of the reference code")
     parser.add_argument("--out", type=Path, default=None, help="also write the table as CSV here")
+    parser.add_argument("--native-conv", action="store_true",
+                        help="PyTorch's own convolutions instead of oneDNN's (float-rounding sensitivity)")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(1)
     old_client, old_server = reference_modules(args.base)
     data = load_dataset(args.dataset)
     rows = []
-    for method in args.methods:
-        for partition in args.partitions:
-            extra = {"alpha": args.alpha} if partition == "dirichlet" else {}
-            if args.rounds is not None:
-                extra["rounds"] = args.rounds
-            if args.samples_per_device is not None:
-                extra["samples_per_device"] = args.samples_per_device
-            config = cls_config(method, dataset=args.dataset, partition=partition, **extra)
-            for seed in args.seeds:
-                old = timed_run(config, seed, data, one_by_one(old_client.distill), old_server.server_update)
-                new = timed_run(config, seed, data, dd.distill_clients, dd.server_update)
-                label = partition if partition == "iid" else f"dirichlet α={args.alpha:g}"
-                rows.append(dict(method=method, partition=label, seed=seed, old_s=old[0], new_s=new[0],
-                                 speedup=old[0] / new[0], old_wall_s=old[1], new_wall_s=new[1],
-                                 old_acc=100 * old[2], new_acc=100 * new[2]))
-                print(_markdown(pd.DataFrame(rows[-1:])).splitlines()[-1], flush=True)
+    with torch.backends.mkldnn.flags(enabled=not args.native_conv):
+        for method in args.methods:
+            for partition in args.partitions:
+                extra = {"alpha": args.alpha} if partition == "dirichlet" else {}
+                if args.rounds is not None:
+                    extra["rounds"] = args.rounds
+                if args.samples_per_device is not None:
+                    extra["samples_per_device"] = args.samples_per_device
+                config = cls_config(method, dataset=args.dataset, partition=partition, **extra)
+                for seed in args.seeds:
+                    old = timed_run(config, seed, data, one_by_one(old_client.distill), old_server.server_update)
+                    new = timed_run(config, seed, data, dd.distill_clients, dd.server_update)
+                    label = partition if partition == "iid" else f"dirichlet α={args.alpha:g}"
+                    rows.append(dict(method=method, partition=label, seed=seed, old_s=old[0], new_s=new[0],
+                                     speedup=old[0] / new[0], old_wall_s=old[1], new_wall_s=new[1],
+                                     old_acc=100 * old[2], new_acc=100 * new[2]))
+                    print(_markdown(pd.DataFrame(rows[-1:])).splitlines()[-1], flush=True)
     table = pd.DataFrame(rows)
     print(f"\n{args.dataset}, CPU seconds of this process, 1 torch thread, reference = {args.base}\n")
     print(_markdown(table))

@@ -21,10 +21,15 @@ the padding's zeros too (measured, batch 256, width 32: forward + backward 680 �
 
 
 @njit(**KERNEL)
-def _matrix(weight, h, w, out):
-    """out[g] = the matrix of group g's kernel ``weight[g]`` [Cout, Cin, 3, 3]."""
+def _taps(weight, matrix, h, w, to_matrix):
+    """Between each group's kernel ``weight[g]`` [Cout, Cin, 3, 3] and its matrix ``matrix[g]``:
+    with ``to_matrix`` the matrix's blocks are set to their taps (zeros elsewhere), else each tap
+    gets the sum of its blocks in (input pixel, output pixel) order, the adjoint."""
     c_out, c_in = weight.shape[1], weight.shape[2]
-    out[...] = 0.0
+    if to_matrix:
+        matrix[...] = 0.0
+    else:
+        weight[...] = 0.0
     for g in range(weight.shape[0]):
         for hi in range(h):
             for wi in range(w):
@@ -34,31 +39,16 @@ def _matrix(weight, h, w, out):
                         row, col = (hi * w + wi) * c_in, (ho * w + wo) * c_out
                         for ci in range(c_in):
                             for co in range(c_out):
-                                out[g, row + ci, col + co] = weight[g, co, ci, kh, kw]
-
-
-@njit(**KERNEL)
-def _adjoint(grad, h, w, out):
-    """out[g] = ∂(Σ grad[g] · matrix(weight[g])) / ∂weight[g]: each tap's blocks summed in (input
-    pixel, output pixel) order."""
-    c_out, c_in = out.shape[1], out.shape[2]
-    out[...] = 0.0
-    for g in range(out.shape[0]):
-        for hi in range(h):
-            for wi in range(w):
-                for ho in range(max(hi - 1, 0), min(hi + 2, h)):
-                    for wo in range(max(wi - 1, 0), min(wi + 2, w)):
-                        kh, kw = hi - ho + 1, wi - wo + 1
-                        row, col = (hi * w + wi) * c_in, (ho * w + wo) * c_out
-                        for ci in range(c_in):
-                            for co in range(c_out):
-                                out[g, co, ci, kh, kw] += grad[g, row + ci, col + co]
+                                if to_matrix:
+                                    matrix[g, row + ci, col + co] = weight[g, co, ci, kh, kw]
+                                else:
+                                    weight[g, co, ci, kh, kw] += matrix[g, row + ci, col + co]
 
 
 def dense_matrix_adjoint(grad: torch.Tensor, h: int, w: int, c_in: int) -> torch.Tensor:
     """The gradient w.r.t. ``weight`` [G, Cout, Cin, 3, 3] of Σ grad · :func:`dense_matrix`."""
     out = torch.empty(grad.shape[0], grad.shape[2] // (h * w), c_in, 3, 3)
-    _adjoint(grad.detach().contiguous().numpy(), h, w, out.numpy())
+    _taps(out.numpy(), grad.detach().contiguous().numpy(), h, w, False)
     return out
 
 
@@ -67,7 +57,7 @@ class _DenseMatrix(torch.autograd.Function):
     def forward(ctx, weight: torch.Tensor, h: int, w: int) -> torch.Tensor:
         groups, c_out, c_in = weight.shape[:3]
         out = torch.empty(groups, h * w * c_in, h * w * c_out)
-        _matrix(weight.detach().contiguous().numpy(), h, w, out.numpy())
+        _taps(weight.detach().contiguous().numpy(), out.numpy(), h, w, True)
         ctx.shape = h, w, c_in
         return out
 

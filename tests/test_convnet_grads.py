@@ -12,14 +12,6 @@ from classification.distill_server import _logits
 from classification.models import MLP, ConvNet
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def random_convnet(shape, width: int, depth: int) -> ConvNet:
     torch.manual_seed(0)
     model = ConvNet(shape, 10, width=width, depth=depth)

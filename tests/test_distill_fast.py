@@ -47,14 +47,6 @@ from classification.models import ConvNet
 from tests.test_distill import client_sets, real_data, tiny
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def reference_distill(model: nn.Module, images, labels, config: DistillConfig, radius: float,
                       generator: torch.Generator) -> SyntheticSet:
     """The original client loop: a deep copy per iteration, one MMD per class and layer."""
