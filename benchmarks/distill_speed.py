@@ -11,9 +11,9 @@ methods, model) is the current tree's, shared by both. Each run is the default `
 M --dataset D`` run (``--partition dirichlet --alpha A`` for the Dirichlet rows), once with the
 method's ``distill_clients`` and ``server_update`` swapped for the reference ones ("old"; its
 ``distill`` client after client) and once with the current ones ("new"), one after the other in
-this process with one torch thread. Time is CPU time of this process (``time.process_time``),
-which other jobs on a shared machine disturb less than wall-clock time; accuracy is the global
-model's after the last round. ``--native-conv`` runs both with PyTorch's own convolutions instead
+this process with one torch thread, after one untimed round of each. Time is CPU time of this
+process (``time.process_time``), which other jobs on a shared machine disturb less than
+wall-clock time; accuracy is the global model's after the last round. ``--native-conv`` runs both with PyTorch's own convolutions instead
 of oneDNN's: the same math summed in other orders, to see how far float rounding alone moves a
 run's accuracy.
 """
@@ -42,6 +42,7 @@ from classification.runner import run_seed
 REPO = Path(__file__).resolve().parent.parent
 BASE = "afeb57a"
 """The last commit before the speed-up (issue 13 §3)."""
+WARM_UP_SEED = 10_000
 
 
 def reference_modules(base: str) -> tuple[ModuleType, ModuleType]:
@@ -87,6 +88,15 @@ def one_by_one(distill) -> Callable[[Sequence[ClientData], DistillConfig], list[
                                     for c in clients]
 
 
+def warm_up(method: str, dataset: str, data, old_client: ModuleType, old_server: ModuleType) -> None:
+    """One untimed round of each implementation, so that neither timed run pays the process's
+    first calls (oneDNN creating its kernels, numba loading its cache): before this, the first
+    reference run took 2–4 s more than the same run later in the process."""
+    config = cls_config(method, dataset=dataset, rounds=1)
+    timed_run(config, WARM_UP_SEED, data, one_by_one(old_client.distill), old_server.server_update)
+    timed_run(config, WARM_UP_SEED, data, dd.distill_clients, dd.server_update)
+
+
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", nargs="+", default=["feddualmatch", "feddm"])
@@ -107,6 +117,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     data = load_dataset(args.dataset)
     rows = []
     with torch.backends.mkldnn.flags(enabled=not args.native_conv):
+        warm_up(args.methods[0], args.dataset, data, old_client, old_server)
         for method in args.methods:
             for partition in args.partitions:
                 extra = {"alpha": args.alpha} if partition == "dirichlet" else {}
