@@ -13,9 +13,9 @@ method's ``distill_clients`` and ``server_update`` swapped for the reference one
 ``distill`` client after client) and once with the current ones ("new"), one after the other in
 this process with one torch thread, after one untimed round of each. Time is CPU time of this
 process (``time.process_time``), which other jobs on a shared machine disturb less than
-wall-clock time; accuracy is the global model's after the last round. ``--native-conv`` runs both with PyTorch's own convolutions instead
-of oneDNN's: the same math summed in other orders, to see how far float rounding alone moves a
-run's accuracy.
+wall-clock time; accuracy is the global model's after the last round. ``--native-conv`` runs both
+with PyTorch's own convolutions instead of oneDNN's: the same math summed in other orders, to see
+how far float rounding alone moves a run's accuracy.
 """
 from __future__ import annotations
 
