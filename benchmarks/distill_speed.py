@@ -3,6 +3,7 @@
     python -m benchmarks.distill_speed [--methods feddualmatch feddm] [--partitions iid dirichlet]
                                        [--seeds 0 1 2] [--dataset digits] [--alpha 0.1] [--base afeb57a]
                                        [--native-conv]
+    python -m benchmarks.distill_speed --summary CSV [CSV ...]
 
 The reference is the client and server code (``classification/distill_client.py`` and
 ``classification/distill_server.py``) as of git revision ``--base``, read with ``git show`` and
@@ -15,7 +16,9 @@ this process with one torch thread, after one untimed round of each. Time is CPU
 process (``time.process_time``), which other jobs on a shared machine disturb less than
 wall-clock time; accuracy is the global model's after the last round. ``--native-conv`` runs both
 with PyTorch's own convolutions instead of oneDNN's: the same math summed in other orders, to see
-how far float rounding alone moves a run's accuracy.
+how far float rounding alone moves a run's accuracy. ``--summary`` runs nothing: it pools earlier
+``--out`` tables and prints, per method and partition, the seeds, total seconds, the speed-up (in
+all and per run), mean accuracies and the paired accuracy change with its 95 % interval.
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ from classification.data import load_dataset
 from classification.distill_client import ClientData, DistillConfig, SyntheticSet
 from classification.methods import cls_config
 from classification.runner import run_seed
+from frd.stats import paired_mean_ci
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = "afeb57a"
@@ -110,7 +114,13 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--out", type=Path, default=None, help="also write the table as CSV here")
     parser.add_argument("--native-conv", action="store_true",
                         help="PyTorch's own convolutions instead of oneDNN's (float-rounding sensitivity)")
+    parser.add_argument("--summary", nargs="+", type=Path, default=None, metavar="CSV",
+                        help="run nothing: summarise these --out tables (pooled)")
     args = parser.parse_args(argv)
+    if args.summary is not None:
+        table = pd.concat([pd.read_csv(path) for path in args.summary], ignore_index=True)
+        print(summary(table).to_string(index=False))
+        return table
 
     torch.set_num_threads(1)
     old_client, old_server = reference_modules(args.base)
@@ -143,6 +153,28 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     if args.out is not None:
         table.to_csv(args.out, index=False)
     return table
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per method and partition: seeds, total old and new seconds, the speed-up in all and its
+    range per run, mean accuracies, and new − old accuracy (paired by seed) with its 95 % interval."""
+    rows = []
+    for (method, partition), cell in table.groupby(["method", "partition"], sort=False):
+        cell = cell.sort_values("seed")
+        change, low, high = paired_mean_ci(cell["old_acc"], cell["new_acc"])
+        rows.append(dict(method=method, partition=partition, runs=len(cell), seeds=_seed_list(cell["seed"]),
+                         old_s=round(cell["old_s"].sum(), 1), new_s=round(cell["new_s"].sum(), 1),
+                         speedup=f"{cell['old_s'].sum() / cell['new_s'].sum():.2f}x "
+                                 f"({cell['speedup'].min():.2f}-{cell['speedup'].max():.2f})",
+                         old_acc=round(cell["old_acc"].mean(), 1), new_acc=round(cell["new_acc"].mean(), 1),
+                         acc_change=f"{change:+.2f} [{low:+.2f}, {high:+.2f}]"))
+    return pd.DataFrame(rows)
+
+
+def _seed_list(seeds: pd.Series) -> str:
+    values = sorted(int(s) for s in seeds)
+    contiguous = values == list(range(values[0], values[-1] + 1))
+    return f"{values[0]}-{values[-1]}" if contiguous and len(values) > 2 else " ".join(map(str, values))
 
 
 def _markdown(table: pd.DataFrame) -> str:

@@ -87,3 +87,15 @@ def improvement_ci(x: pd.Series, y: pd.Series, level: float = 0.95, resamples: i
         return p, float("nan"), float("nan")
     lo, hi = stratified_bootstrap(lambda s: probability_of_improvement(s[0], s[1]), [a, b], level, resamples, seed)
     return p, lo, hi
+
+
+def paired_mean_ci(before: pd.Series, after: pd.Series, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``after − before`` over paired runs (same seeds) and its Student-t interval: the
+    question "did a change move a metric", each seed its own control."""
+    from scipy import stats
+
+    d = (np.asarray(after, float) - np.asarray(before, float))
+    if len(d) < 2:
+        return float(d.mean()) if len(d) else float("nan"), float("nan"), float("nan")
+    half = stats.t.ppf(0.5 + level / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+    return float(d.mean()), float(d.mean() - half), float(d.mean() + half)

@@ -1,9 +1,9 @@
-"""IQM, its stratified-bootstrap interval and the probability of improvement, by hand."""
+"""IQM, its stratified-bootstrap interval, the probability of improvement and the paired mean change, by hand."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from frd.stats import improvement_ci, iqm, iqm_ci, probability_of_improvement, stratified_bootstrap
+from frd.stats import improvement_ci, iqm, iqm_ci, paired_mean_ci, probability_of_improvement, stratified_bootstrap
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -37,3 +37,14 @@ def test_probability_of_improvement_on_a_constructed_case():
     assert probability_of_improvement(x, y, lower_is_better=False) == pytest.approx(1.5 / 6)
     p, lo, hi = improvement_ci(pd.Series([1.0, 2.0, 3.0]), pd.Series([10.0, 11.0]))
     assert p == lo == hi == 1.0
+
+
+def test_paired_mean_change_and_its_t_interval_by_hand():
+    # differences 1, 2, 3: mean 2, sd 1, t(0.975, 2 df) = 4.302652729911275
+    mean, lo, hi = paired_mean_ci(pd.Series([5.0, 5.0, 5.0]), pd.Series([6.0, 7.0, 8.0]))
+    half = 4.302652729911275 / np.sqrt(3)
+    assert (mean, lo, hi) == pytest.approx((2.0, 2.0 - half, 2.0 + half))
+    assert paired_mean_ci([1.0, 2.0], [1.0, 2.0]) == (0.0, 0.0, 0.0)  # the same runs: no change, no spread
+    mean, lo, hi = paired_mean_ci([3.0], [4.5])
+    assert mean == 1.5 and np.isnan(lo) and np.isnan(hi)
+
