@@ -160,7 +160,6 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     range per run, mean accuracies, and new − old accuracy (paired by seed) with its 95 % interval."""
     rows = []
     for (method, partition), cell in table.groupby(["method", "partition"], sort=False):
-        cell = cell.sort_values("seed")
         change, low, high = paired_mean_ci(cell["old_acc"], cell["new_acc"])
         rows.append(dict(method=method, partition=partition, runs=len(cell), seeds=_seed_list(cell["seed"]),
                          old_s=round(cell["old_s"].sum(), 1), new_s=round(cell["new_s"].sum(), 1),

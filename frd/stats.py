@@ -94,7 +94,7 @@ def paired_mean_ci(before: pd.Series, after: pd.Series, level: float = 0.95) -> 
     question "did a change move a metric", each seed its own control."""
     from scipy import stats
 
-    d = (np.asarray(after, float) - np.asarray(before, float))
+    d = np.asarray(after, float) - np.asarray(before, float)
     if len(d) < 2:
         return float(d.mean()) if len(d) else float("nan"), float("nan"), float("nan")
     half = stats.t.ppf(0.5 + level / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))

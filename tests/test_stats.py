@@ -47,4 +47,3 @@ def test_paired_mean_change_and_its_t_interval_by_hand():
     assert paired_mean_ci([1.0, 2.0], [1.0, 2.0]) == (0.0, 0.0, 0.0)  # the same runs: no change, no spread
     mean, lo, hi = paired_mean_ci([3.0], [4.5])
     assert mean == 1.5 and np.isnan(lo) and np.isnan(hi)
-
