@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from classification.convnet_grads import cross_entropy_gradients, fused_plan
+from classification.convnet_grads import ConvNetGradients, fused_plan
 from classification.distill_client import (
     PRESETS,
     SCALES,
@@ -303,21 +303,20 @@ def _sgd(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batches: 
          lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
     """``torch.optim.SGD`` (a fresh one) over ``batches`` of cross-entropy, as one flat step per batch
     (:func:`sgd_step`): the model's parameters and gradients become views of two flat buffers.
-    A fully fused ConvNet's gradients come without autograd (:mod:`classification.convnet_grads`,
-    the same bits)."""
+    A fully fused ConvNet's gradients come without autograd, straight into the flat gradient
+    (:class:`~classification.convnet_grads.ConvNetGradients`, the same bits)."""
     model.train()
     weights, grads = _flat_parameters(model)
     momentum_buffer = torch.empty_like(weights)
     hyper = np.float32(lr), np.float32(momentum), np.float32(weight_decay)
     plan = fused_plan(model, images.shape[1:])
-    views = [cast(torch.Tensor, p.grad) for p in model.parameters()]
+    walked = None if plan is None else ConvNetGradients(cast(ConvNet, model), plan)
     for step, idx in enumerate(batches):
-        if plan is None:
+        if walked is None:
             grads.zero_()
             F.cross_entropy(_logits(model, images[idx]), labels[idx]).backward()
         else:
-            for view, grad in zip(views, cross_entropy_gradients(cast(ConvNet, model), plan, images[idx], labels[idx])):
-                view.copy_(grad)
+            walked(images[idx], labels[idx])
         sgd_step(weights.numpy(), grads.numpy(), momentum_buffer.numpy(), *hyper, step == 0)
 
 

@@ -96,7 +96,7 @@ def _columns(rows, size):
 
 
 @njit(**KERNEL)
-def _forward(x, kernel, gamma, beta, starts, width, eps, out, mean, rstd):
+def images_forward(x, kernel, gamma, beta, starts, width, eps, out, mean, rstd):
     """out[n] = pool(relu(norm(conv(x[n])))) for x [N, H·W, Cin]; images starts[k]:starts[k + 1]
     take group k's ``kernel[k]`` ([Cin·9 + 1, C]: taps, then the bias), γ[k] and β[k]; saves every
     (image, channel)'s mean and 1/σ."""
@@ -107,8 +107,8 @@ def _forward(x, kernel, gamma, beta, starts, width, eps, out, mean, rstd):
 
 @njit(**KERNEL)
 def _forward_group(x, kernel, gamma, beta, width, eps, out, mean, rstd):
-    """``_forward`` of images that share their weights (a function of its own, so that its
-    arrays, being arguments, carry the ``noalias`` promise: as views inside ``_forward`` they
+    """``images_forward`` of images that share their weights (a function of its own, so that its
+    arrays, being arguments, carry the ``noalias`` promise: as views inside ``images_forward`` they
     would not, and the norm block's loops ran ~7 % slower)."""
     size, channels = x.shape[1], kernel.shape[1]
     cols, y = _columns(kernel.shape[0], size), np.empty((size, channels), np.float32)
@@ -121,7 +121,7 @@ def _forward_group(x, kernel, gamma, beta, width, eps, out, mean, rstd):
 
 
 @njit(**KERNEL)
-def _backward(x, kernel, gamma, beta, starts, width, mean, rstd, dout, dx, dkernel, dgamma, dbeta):
+def images_backward(x, kernel, gamma, beta, starts, width, mean, rstd, dout, dx, dkernel, dgamma, dbeta):
     """Gradients of Σ dout·block(x): each group's kernel (taps and bias, [K, Cin·9 + 1, C]; none
     when ``dkernel`` is [K, 0, 0]), γ and β, summed over its images; x's into dx unless it is empty."""
     dkernel[...] = 0.0
@@ -135,7 +135,7 @@ def _backward(x, kernel, gamma, beta, starts, width, mean, rstd, dout, dx, dkern
 
 @njit(**KERNEL)
 def _backward_group(x, kernel, gamma, beta, width, mean, rstd, dout, dx, dkernel, dgamma, dbeta):
-    """``_backward`` of images that share their weights, adding into dkernel (when it has rows),
+    """``images_backward`` of images that share their weights, adding into dkernel (when it has rows),
     dgamma and dbeta (see ``_forward_group`` for why a function of its own)."""
     size, channels = x.shape[1], kernel.shape[1]
     cols, y = _columns(kernel.shape[0], size), np.empty((size, channels), np.float32)
@@ -170,7 +170,7 @@ def first_block_forward(x: torch.Tensor, conv_weight: torch.Tensor, conv_bias: t
     channels = kernel.shape[2]
     out = torch.empty(n, channels, h // 2, w // 2, memory_format=torch.channels_last)
     mean, rstd = torch.empty(n, channels), torch.empty(n, channels)
-    _forward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), starts, w, eps, slabs(out), mean.numpy(),
+    images_forward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), starts, w, eps, slabs(out), mean.numpy(),
              rstd.numpy())
     return out, (x, kernel, gamma, beta, mean, rstd), starts
 
@@ -185,7 +185,7 @@ def first_block_backward(saved: Sequence[torch.Tensor], starts: np.ndarray, boun
     dx = torch.empty(x.shape, memory_format=torch.channels_last) if input_grad else None
     dkernel = torch.empty(kernel.shape if kernel_grad else (kernel.shape[0], 0, 0))
     dgamma, dbeta = torch.empty(gamma.shape), torch.empty(beta.shape)
-    _backward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), starts, x.shape[3], mean.numpy(),
+    images_backward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), starts, x.shape[3], mean.numpy(),
               rstd.numpy(), slabs(dout), slabs(dx) if dx is not None else np.empty((0, 0, 0), np.float32),
               dkernel.numpy(), dgamma.numpy(), dbeta.numpy())
     dweight, dbias = without_group_axis(bounds, dgamma, dbeta)

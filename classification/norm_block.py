@@ -118,7 +118,7 @@ def norm_pool_image_backward(y, gamma, beta, width, m, rs, dout, dy, dgamma, dbe
 
 
 @njit(**KERNEL)
-def _forward(y, gamma, beta, starts, width, eps, out, mean, rstd):
+def images_forward(y, gamma, beta, starts, width, eps, out, mean, rstd):
     """out = pool(relu(norm(y))) for y [N, H·W, C] (channels last), image by image; images
     starts[k]:starts[k + 1] take group k's γ[k], β[k]; saves every (image, channel)'s mean and 1/σ."""
     for k in range(gamma.shape[0]):
@@ -128,8 +128,8 @@ def _forward(y, gamma, beta, starts, width, eps, out, mean, rstd):
 
 @njit(**KERNEL)
 def _forward_group(y, gamma, beta, width, eps, out, mean, rstd):
-    """``_forward`` of images that share γ and β: a function of its own, so that its arrays, being
-    arguments, carry the ``noalias`` promise (as views inside ``_forward`` they would not, and the
+    """``images_forward`` of images that share γ and β: a function of its own, so that its arrays, being
+    arguments, carry the ``noalias`` promise (as views inside ``images_forward`` they would not, and the
     loops ran ~15 % slower on 4×4 maps)."""
     scale, shift = np.empty(y.shape[2], np.float32), np.empty(y.shape[2], np.float32)
     for n in range(y.shape[0]):
@@ -137,7 +137,7 @@ def _forward_group(y, gamma, beta, width, eps, out, mean, rstd):
 
 
 @njit(**KERNEL)
-def _backward(y, gamma, beta, starts, width, mean, rstd, dout, dy, dgamma, dbeta):
+def images_backward(y, gamma, beta, starts, width, mean, rstd, dout, dy, dgamma, dbeta):
     """Gradients of Σ dout·pool(relu(norm(y))) w.r.t. y (into dy), and γ's and β's summed over
     each group's images."""
     for k in range(gamma.shape[0]):
@@ -147,7 +147,7 @@ def _backward(y, gamma, beta, starts, width, mean, rstd, dout, dy, dgamma, dbeta
 
 @njit(**KERNEL)
 def _backward_group(y, gamma, beta, width, mean, rstd, dout, dy, dgamma, dbeta):
-    """``_backward`` of images that share γ and β, into their own dgamma and dbeta (see
+    """``images_backward`` of images that share γ and β, into their own dgamma and dbeta (see
     ``_forward_group`` for why a function of its own)."""
     c = y.shape[2]
     scale, shift = np.empty(c, np.float32), np.empty(c, np.float32)
@@ -228,7 +228,7 @@ def norm_relu_pool_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     starts, (gamma, beta) = kernel_weights(bounds, n, weight, bias)
     out = torch.empty(n, c, h // 2, w // 2, memory_format=torch.channels_last)
     mean, rstd = torch.empty(n, c), torch.empty(n, c)
-    _forward(slabs(x), gamma.numpy(), beta.numpy(), starts, w, eps, slabs(out), mean.numpy(), rstd.numpy())
+    images_forward(slabs(x), gamma.numpy(), beta.numpy(), starts, w, eps, slabs(out), mean.numpy(), rstd.numpy())
     return out, (x, gamma, beta, mean, rstd), starts
 
 
@@ -239,7 +239,7 @@ def norm_relu_pool_backward(saved: Sequence[torch.Tensor], starts: np.ndarray, b
     x, gamma, beta, mean, rstd = saved
     dx = torch.empty_like(x, memory_format=torch.channels_last)
     dgamma, dbeta = torch.empty(gamma.shape), torch.empty(beta.shape)
-    _backward(slabs(x), gamma.numpy(), beta.numpy(), starts, x.shape[3], mean.numpy(), rstd.numpy(),
+    images_backward(slabs(x), gamma.numpy(), beta.numpy(), starts, x.shape[3], mean.numpy(), rstd.numpy(),
               slabs(dout), slabs(dx), dgamma.numpy(), dbeta.numpy())
     dweight, dbias = without_group_axis(bounds, dgamma, dbeta)
     return dx, dweight, dbias

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from classification.convnet_grads import cross_entropy_gradients, fused_plan
+from classification.convnet_grads import ConvNetGradients, fused_plan
 from classification.dense_conv import dense_matrix, dense_matrix_adjoint
 from classification.distill_server import _logits
 from classification.models import MLP, ConvNet
@@ -31,11 +31,24 @@ def random_convnet(shape, width: int, depth: int) -> ConvNet:
 def test_gradients_equal_autograds_bit_for_bit(shape, width, depth, plan):
     model = random_convnet(shape, width, depth)
     assert fused_plan(model, shape) == plan
-    x, y = torch.randn(37, *shape), torch.randint(0, 10, (37,))
-    expected = torch.autograd.grad(F.cross_entropy(_logits(model, x), y), list(model.parameters()))
-    got = cross_entropy_gradients(model, plan, x, y)
-    assert [g.shape for g in got] == [e.shape for e in expected]
-    assert all(torch.equal(g, e) for g, e in zip(got, expected))
+    params = list(model.parameters())
+    for p in params:
+        p.grad = torch.full_like(p, float("nan"))  # every entry must be written
+    walked = ConvNetGradients(model, plan)
+    for n in (37, 5, 37):  # buffers per batch size, made once and reused
+        x, y = torch.randn(n, *shape), torch.randint(0, 10, (n,))
+        expected = torch.autograd.grad(F.cross_entropy(_logits(model, x), y), params)
+        walked(x, y)
+        assert all(torch.equal(p.grad, e) for p, e in zip(params, expected))
+        with torch.no_grad():
+            for p in params:
+                p.add_(0.01)  # the weights change in place between steps, as in SGD
+    assert sorted(walked.buffers) == [(5, *shape), (37, *shape)]
+
+
+def test_walked_gradients_need_gradient_buffers():
+    with pytest.raises(ValueError, match="give every parameter one"):
+        ConvNetGradients(random_convnet((1, 8, 8), 8, 2), ["first", "conv"])
 
 
 def test_models_that_do_not_run_fused_keep_autograd():

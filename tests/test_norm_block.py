@@ -89,11 +89,10 @@ def test_the_kernels_compile_with_numbas_noalias_flag():
     use that pipeline, and a function compiled with it carries the flag."""
     from numba import njit
 
-    from classification.first_block import _forward as first_block_forward
-    from classification.norm_block import KERNEL, _forward
+    from classification import first_block, norm_block
 
-    for kernel in (_forward, first_block_forward):
-        assert kernel._compiler.pipeline_class is KERNEL["pipeline_class"]
-    probe = njit(**{**KERNEL, "cache": False})(lambda a, b: a + b)
+    for kernel in (norm_block.images_forward, first_block.images_forward):
+        assert kernel._compiler.pipeline_class is norm_block.KERNEL["pipeline_class"]
+    probe = njit(**{**norm_block.KERNEL, "cache": False})(lambda a, b: a + b)
     probe(np.ones(2), np.ones(2))
     assert [result.fndesc.noalias for result in probe.overloads.values()] == [True]
