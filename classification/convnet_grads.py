@@ -91,7 +91,7 @@ class ConvNetGradients:
         d_log_p = torch.ops.aten.nll_loss_backward(torch.ones(()), log_p, y, None, 1, -100, total_weight)
         d_logits = torch.ops.aten._log_softmax_backward_data(d_log_p, log_p, 1, torch.float32)
         cast(torch.Tensor, classifier.bias.grad).copy_(d_logits.sum(0))
-        cast(torch.Tensor, classifier.weight.grad).copy_(features.t().mm(d_logits).t())
+        cast(torch.Tensor, classifier.weight.grad).copy_(d_logits.t().mm(features))
         d_h: torch.Tensor | None = channels_last(d_logits.mm(classifier.weight).view(h.shape))
         for b in reversed(range(len(self.blocks))):
             d_h = self.blocks[b].backward(inputs[b], buffers[b], starts, cast(torch.Tensor, d_h), b > 0)
