@@ -133,7 +133,7 @@ class A2CPopulation:
         self._bind_arrays()
         self._rngs = [np.random.default_rng(int(s) ^ Stream.RL_ACTIONS) for s in lane_seeds]
         self._uniforms = np.empty((0, len(lane_seeds)))
-        self._next_uniform = 0
+        self._next_uniform = np.zeros(len(lane_seeds), np.int64)  # each lane's place in the block
 
     def _bind_arrays(self) -> None:
         """numpy views of the buffers the kernels update in place, in ``kernel.learn``'s order
@@ -155,19 +155,28 @@ class A2CPopulation:
 
     def draw_uniforms(self, steps: int) -> np.ndarray:
         """``steps`` rows of one uniform per lane, each lane's from its own generator in order,
-        drawn in blocks for speed (step-major, so that each step's draws are one contiguous row)."""
-        if self._next_uniform + steps > self._uniforms.shape[0]:
-            fresh = np.stack([rng.random(max(1024, steps)) for rng in self._rngs]).T
-            self._uniforms = np.ascontiguousarray(np.concatenate([self._uniforms[self._next_uniform:], fresh]))
-            self._next_uniform = 0
-        self._next_uniform += steps
-        return self._uniforms[self._next_uniform - steps:self._next_uniform]
+        drawn in blocks for speed (step-major, so that each step's draws are one contiguous row).
+        Lanes may stand at different places in their streams (``undraw_uniforms`` per lane)."""
+        at = self._next_uniform
+        if at.max(initial=0) + steps > self._uniforms.shape[0]:
+            left = self._uniforms.shape[0] - at
+            size = int(left.max(initial=0)) + max(1024, steps)
+            self._uniforms = np.ascontiguousarray(np.stack([
+                np.concatenate([self._uniforms[at[i]:, i], rng.random(size - left[i])])
+                for i, rng in enumerate(self._rngs)]).T) if self._rngs else np.empty((size, 0))
+            at = self._next_uniform = np.zeros(len(self._rngs), np.int64)
+        self._next_uniform = at + steps
+        first = int(at[0]) if len(at) else 0
+        if (at == first).all():
+            return self._uniforms[first:first + steps]
+        return self._uniforms[at + np.arange(steps)[:, None], np.arange(len(at))]
 
-    def undraw_uniforms(self, steps: int) -> None:
-        """Hand back the last ``steps`` rows drawn, unused: the next draw gives them again."""
-        if not 0 <= steps <= self._next_uniform:
-            raise ValueError(f"cannot hand back {steps} uniforms of {self._next_uniform} drawn from this block")
-        self._next_uniform -= steps
+    def undraw_uniforms(self, steps: int | np.ndarray) -> None:
+        """Hand back the last ``steps`` rows drawn (or, an array, that many of each lane's),
+        unused: the next draw gives them again."""
+        if not (0 <= np.asarray(steps)).all() or not (steps <= self._next_uniform).all():
+            raise ValueError(f"cannot hand back {steps} uniforms of {self._next_uniform.min(initial=0)} drawn from this block")
+        self._next_uniform = self._next_uniform - steps
 
     def act(self, obs: np.ndarray, active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Sample an action per lane; also return the action probabilities used to act. Lanes
@@ -351,3 +360,4 @@ class A2CPopulation:
         self._bind_arrays()
         self._rngs = [self._rngs[i] for i in rows]
         self._uniforms = np.ascontiguousarray(self._uniforms[:, list(rows)])
+        self._next_uniform = self._next_uniform[list(rows)]

@@ -22,7 +22,7 @@ from envs.step import Lanes, LaneStep
 from frd.errors import FrdError
 
 CARTPOLE = "CartPole-v1"
-RESET_BLOCK = 64  # episode starts a CartPole lane draws from its generator at once
+RESET_BLOCK = 256  # episode starts a CartPole lane draws from its generator at once
 ACROBOT_AT_ONCE = 8
 """Acrobot lanes from which stepping all at once beats an instance per lane: its ~200 numpy
 calls per step cost more than 4 instances' steps, less than 8 (``python -m benchmarks.env_step``)."""

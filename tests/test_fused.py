@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from agents.a2c import A2CPopulation, recipe
-from envs.lanes import CartPoleLanes
+from envs.lanes import RESET_BLOCK, CartPoleLanes
 from frd.rl.config import rl_config
 from frd.rl.runner import RLBatch
 
@@ -53,7 +53,7 @@ def test_reserving_first_states_ahead_keeps_each_lanes_sequence():
     for k in range(150):
         if k % 5 == 0:
             ahead.reserve_resets(8)  # refills with 1–7 states left, carrying them over
-            assert (ahead.next_reset <= 64 - 8).all()
+            assert (ahead.next_reset <= RESET_BLOCK - 8).all()
         got.append(ahead._fresh_states(lanes))
     np.testing.assert_array_equal(np.stack(got), np.stack(expected))
 
@@ -78,3 +78,23 @@ def test_uniforms_handed_back_unused_are_drawn_again_in_order():
     np.testing.assert_array_equal(np.concatenate(got)[:2000], expected)
     with pytest.raises(ValueError, match="cannot hand back 5000 uniforms"):
         with_returns.undraw_uniforms(5000)
+
+
+def test_uniforms_handed_back_lane_by_lane_are_drawn_again_in_each_lanes_order():
+    """Runs of a fused call take their own number of periods: each lane hands back its unused rows,
+    so lanes stand at different places in their streams, across block refills too."""
+    once, with_returns = (A2CPopulation([5, 6, 7], 4, 2, recipe("nstep", hidden=4)) for _ in range(2))
+    expected = once.draw_uniforms(6000)
+    got: list[list[np.ndarray]] = [[], [], []]
+    for call in range(150):
+        block = with_returns.draw_uniforms(32)
+        used = np.array([8 * (1 + (call + lane * call // 3) % 4) for lane in range(3)])
+        with_returns.undraw_uniforms(32 - used)
+        for lane in range(3):
+            got[lane].append(block[:used[lane], lane])
+    for lane in range(3):
+        drawn = np.concatenate(got[lane])
+        assert len(drawn) > 1024  # past at least one refill
+        np.testing.assert_array_equal(drawn, expected[:len(drawn), lane])
+    with pytest.raises(ValueError, match="cannot hand back"):
+        with_returns.undraw_uniforms(np.array([0, 0, 10**6]))

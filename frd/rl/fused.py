@@ -2,11 +2,13 @@
 
 The lockstep step (``RLBatch.step``) crosses from Python into numba three times per env step and
 streams every lane's weights through the cache at every step. Between two updates, though, runs
-are independent of one another, so ``periods`` takes each run in turn through all ``n`` steps of
-the period and its update while its lanes' weights stay in cache, and goes on to the next period
-(up to four) until an episode's end needs the runner (a completed mission, a cap, a barrier). Inside a run the lanes still
-go step by step together, because an episode's end can stop the run's other lanes (the first
-agent to complete ends an ``until first`` run).
+are independent of one another, so ``periods`` takes each run in turn through up to four update
+periods (``n`` steps and the update each) while its lanes' weights and Adam moments stay in cache,
+stopping the run early when an episode's end needs the runner (a completed mission, a cap, a
+barrier), and then goes on to the next run. So runs of one batch may stand at different steps
+after a call: each lane's action draws and first states follow its own place (``row_periods``).
+Inside a run the lanes still go step by step together, because an episode's end can stop the
+run's other lanes (the first agent to complete ends an ``until first`` run).
 
 Every lane does exactly the lockstep step's arithmetic (the same ``agents.kernel`` and
 ``envs.lanes._cartpole_step`` functions on the same arrays), and an episode's end takes the same
@@ -82,15 +84,17 @@ def periods(most, n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, st
            uniforms, state, env_steps_in_episode, constants, max_steps, resets, next_reset,
            obs, active, waiting, capped, score, episode, env_steps, finished, exchanges, records,
            memory_states, memory_probs, memory_size, recent, recent_n, target, max_episodes, period_episodes,
-           until_first, ev_tick, ev_lane, ev_episode, ev_score, ev_steps, ev_what):
+           until_first, ev_tick, ev_lane, ev_episode, ev_score, ev_steps, ev_what, row_periods):
     """Update periods of every run whose rows are ``rows`` (population row → env lane; a run's
-    ``A`` lanes are consecutive rows), each ``n`` lockstep steps and the update, run by run: at most
-    ``most`` of them, stopping after one in which an episode's end did more than end the episode
-    (a mission completed, a lane capped or at the barrier: the runner acts on those between
-    periods; until then runs are independent, so how many periods one call takes changes no
-    result). Population arrays are indexed by row, the env's, the batch's and the memory's by lane;
-    ``uniforms`` has a row per step of the ``most`` periods. Returns the number of episode events
-    written (their ticks count the steps from the call's first) and the number of periods done."""
+    ``A`` lanes are consecutive rows), each ``n`` lockstep steps and the update, run by run: each
+    run takes at most ``most`` of them before the next run, and stops after one in which an
+    episode's end did more than end the episode (a mission completed, a lane capped or at the
+    barrier: the runner acts on those between calls). Runs are independent until then, so how
+    many periods a run takes in one call, and whether its batch-mates took as many, changes no
+    result. Population arrays are indexed by row, the env's, the batch's and the memory's by lane;
+    ``uniforms`` has a row per step of the ``most`` periods. Writes each row's number of periods
+    into ``row_periods`` and returns the number of episode events written (their ticks count the
+    steps from the call's first, each run's own)."""
     R = rows.shape[0]
     row_obs = np.empty((R, obs.shape[1]), np.float32)
     actions = np.zeros(R, np.int64)
@@ -108,10 +112,10 @@ def periods(most, n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, st
     no_grads = np.zeros((0, 0), np.float32)
     c = constants
     events = 0
-    for done in range(1, most + 1):
-        start, first_event = (done - 1) * n, events
-        for first in range(0, R, A):
-            run = rows[first] // A
+    for first in range(0, R, A):
+        run = rows[first] // A
+        for done in range(1, most + 1):
+            start, first_event = (done - 1) * n, events
             for t in range(n):
                 for row in range(first, first + A):
                     lane = rows[row]
@@ -165,7 +169,17 @@ def periods(most, n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, st
                                                    recent, recent_n, target, max_episodes, period_episodes,
                                                    exchanges[run], until_first)
                     events += 1
-        for e in range(first_event, events):
-            if ev_what[e] != GOES_ON:
-                return events, done
-    return events, most
+            if _needs_runner(ev_what, first_event, events) or done == most:
+                for row in range(first, first + A):
+                    row_periods[row] = done
+                break
+    return events
+
+
+@njit(cache=True, error_model="numpy")
+def _needs_runner(ev_what, first, last):
+    """Whether one of the episode ends ``first``…``last`` did more than end the episode."""
+    for e in range(first, last):
+        if ev_what[e] != GOES_ON:
+            return True
+    return False

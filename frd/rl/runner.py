@@ -100,7 +100,8 @@ class RLBatch:
         self.at_barrier: set[int] = set()  # runs whose barrier may have just completed
         self.stale_rows = False            # a run finished since the last compaction
         self.done: list[dict[str, pd.DataFrame]] = []  # tables of runs finished, not yet handed out
-        self.clock = 0                     # steps of the batch so far (every lane's rollout slot follows it)
+        self.clock = 0                     # steps of the batch so far (every lane's rollout slot follows it;
+                                           # fused, each call adds its furthest run's)
         self.paused = False                # set by a subclass to leave ``run`` at the next safe point
         # CartPole with one learner: a whole update period per call, run by run (``frd.rl.fused``)
         self.fused = (isinstance(self.env, CartPoleLanes) and len(self.pop.groups) == 1
@@ -233,8 +234,8 @@ class RLBatch:
 
     def _step_period(self) -> None:
         """``fused.periods``: the next update periods of every run in one call, as many as can pass
-        without the runner (``_periods_at_once``), then their episodes recorded here in lockstep
-        order, each checked against the call's own decision."""
+        without the runner (``_periods_at_once``, each run's own count), then their episodes
+        recorded here in lockstep order, each checked against the call's own decision."""
         group, cfg, env = self.pop.groups[0], self.config, self.env
         assert isinstance(env, CartPoleLanes)
         a2c, n, rows, start = group.config, group.config.n_steps, self.rows, self.clock
@@ -254,7 +255,8 @@ class RLBatch:
         score = np.empty(events)
         r, ao, co, core = group.rollout, group.actor_opt, group.critic_opt, env.core
         failure = np.nan if a2c.failure_reward is None else a2c.failure_reward
-        count, done = fused.periods(  # type: ignore[call-arg]  # numba's typing of a call this long
+        periods = np.empty(len(rows), np.int64)  # each row's, written by the call
+        count = fused.periods(  # type: ignore[call-arg]  # numba's typing of a call this long
             most, n, len(self.agent_ids), rows, *group.dims, *group.arrays, *group.cache.values(),
             r.obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done, r.valid,
             a2c.gamma, a2c.value_coef, a2c.entropy_coef, -1.0 if a2c.max_grad_norm is None else a2c.max_grad_norm,
@@ -263,8 +265,8 @@ class RLBatch:
             env.constants[-1], env.resets, env.next_reset,
             self.obs, active, waiting, capped, self.score, self.episode, self.env_steps, finished, self.exchanges,
             self.records, *memory, self.recent, self.recent_count, cfg.target, cfg.max_episodes, cfg.period,
-            cfg.until == "first", tick, lane_of, episode, score, steps, what)
-        group.undraw_uniforms(n * (most - done))
+            cfg.until == "first", tick, lane_of, episode, score, steps, what, periods)
+        group.undraw_uniforms(n * (most - periods))
         order = np.lexsort((lane_of[:count], tick[:count]))
         for t, lane, ep, points, taken, decided in zip(*(column[order].tolist() for column in (
                 tick, lane_of, episode, score, steps, what))):  # Python numbers: cheaper per event than numpy's
@@ -274,13 +276,13 @@ class RLBatch:
         if not (np.array_equal(active, self.active) and np.array_equal(waiting, self.waiting)
                 and np.array_equal(capped, self.capped)):
             raise RuntimeError("fused period and runner disagree on which lanes step")
-        self.clock = start + n * done
+        self.clock = start + n * int(periods.max(initial=1))  # the furthest run's (runs may part, ``fused``)
 
     def _periods_at_once(self, n: int) -> int:
         """How many update periods the next fused call may take: one where the runner has work
         between every two (a learner hook, a round still to hold), else those whose steps fill
-        half a block of first states reserved ahead (so that lanes refill it rarely); the call
-        itself stops at the first episode end that needs the runner. Fewer Python round trips
+        half a block of first states reserved ahead (so that lanes refill it rarely); each run
+        stops at its first episode end that needs the runner. Fewer Python round trips
         (~110 µs each at 64 lanes), the same results."""
         if self.hooked or self.at_barrier:
             return 1
