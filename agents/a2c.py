@@ -133,7 +133,7 @@ class A2CPopulation:
         self._bind_arrays()
         self._rngs = [np.random.default_rng(int(s) ^ Stream.RL_ACTIONS) for s in lane_seeds]
         self._uniforms = np.empty((0, len(lane_seeds)))
-        self._next_uniform = np.zeros(len(lane_seeds), np.int64)  # each lane's place in the block
+        self._next_uniform: int | np.ndarray = 0  # the lanes' place in the block, or each lane's
 
     def _bind_arrays(self) -> None:
         """numpy views of the buffers the kernels update in place, in ``kernel.learn``'s order
@@ -158,25 +158,27 @@ class A2CPopulation:
         drawn in blocks for speed (step-major, so that each step's draws are one contiguous row).
         Lanes may stand at different places in their streams (``undraw_uniforms`` per lane)."""
         at = self._next_uniform
-        if at.max(initial=0) + steps > self._uniforms.shape[0]:
-            left = self._uniforms.shape[0] - at
+        if (at if isinstance(at, int) else int(at.max(initial=0))) + steps > self._uniforms.shape[0]:
+            left = self._uniforms.shape[0] - np.broadcast_to(at, len(self._rngs))
             size = int(left.max(initial=0)) + max(1024, steps)
             self._uniforms = np.ascontiguousarray(np.stack([
-                np.concatenate([self._uniforms[at[i]:, i], rng.random(size - left[i])])
+                np.concatenate([self._uniforms[self._uniforms.shape[0] - left[i]:, i], rng.random(size - left[i])])
                 for i, rng in enumerate(self._rngs)]).T) if self._rngs else np.empty((size, 0))
-            at = self._next_uniform = np.zeros(len(self._rngs), np.int64)
+            at = 0
         self._next_uniform = at + steps
-        first = int(at[0]) if len(at) else 0
-        if (at == first).all():
-            return self._uniforms[first:first + steps]
+        if isinstance(at, int):
+            return self._uniforms[at:at + steps]
         return self._uniforms[at + np.arange(steps)[:, None], np.arange(len(at))]
 
     def undraw_uniforms(self, steps: int | np.ndarray) -> None:
         """Hand back the last ``steps`` rows drawn (or, an array, that many of each lane's),
         unused: the next draw gives them again."""
-        if not (0 <= np.asarray(steps)).all() or not (steps <= self._next_uniform).all():
-            raise ValueError(f"cannot hand back {steps} uniforms of {self._next_uniform.min(initial=0)} drawn from this block")
-        self._next_uniform = self._next_uniform - steps
+        at = self._next_uniform - (int(steps) if np.ndim(steps) == 0 else steps)
+        if np.any(np.asarray(steps) < 0) or np.any(at < 0):
+            raise ValueError(f"cannot hand back {steps} uniforms of {self._next_uniform} drawn from this block")
+        if not isinstance(at, int) and (at == at[:1]).all():
+            at = int(at[0]) if len(at) else 0  # the lanes stand together again: one place (cheaper to draw)
+        self._next_uniform = at
 
     def act(self, obs: np.ndarray, active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Sample an action per lane; also return the action probabilities used to act. Lanes
@@ -360,4 +362,5 @@ class A2CPopulation:
         self._bind_arrays()
         self._rngs = [self._rngs[i] for i in rows]
         self._uniforms = np.ascontiguousarray(self._uniforms[:, list(rows)])
-        self._next_uniform = self._next_uniform[list(rows)]
+        if not isinstance(self._next_uniform, int):
+            self._next_uniform = self._next_uniform[list(rows)]
