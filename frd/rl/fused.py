@@ -2,13 +2,14 @@
 
 The lockstep step (``RLBatch.step``) crosses from Python into numba three times per env step and
 streams every lane's weights through the cache at every step. Between two updates, though, runs
-are independent of one another, so ``periods`` takes each run in turn through up to four update
-periods (``n`` steps and the update each) while its lanes' weights and Adam moments stay in cache,
-stopping the run early when an episode's end needs the runner (a completed mission, a cap, a
-barrier), and then goes on to the next run. So runs of one batch may stand at different steps
-after a call: each lane's action draws and first states follow its own place (``row_periods``).
-Inside a run the lanes still go step by step together, because an episode's end can stop the
-run's other lanes (the first agent to complete ends an ``until first`` run).
+are independent of one another, so ``periods`` takes each run in turn through several update
+periods (``n`` steps and the update each; ``RLBatch._periods_at_once``: 16 at n = 8) while its
+lanes' weights and Adam moments stay in cache, stopping the run early when an episode's end
+needs the runner (a completed mission, a cap, a barrier), and then goes on to the next run. So
+runs of one batch may stand at different steps after a call: each lane's action draws and first
+states follow its own place (``row_periods``). Inside a run the lanes still go step by step
+together, because an episode's end can stop the run's other lanes (the first agent to complete
+ends an ``until first`` run).
 
 Every lane does exactly the lockstep step's arithmetic (the same ``agents.kernel`` and
 ``envs.lanes._cartpole_step`` functions on the same arrays), and an episode's end takes the same
