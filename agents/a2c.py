@@ -159,11 +159,12 @@ class A2CPopulation:
         Lanes may stand at different places in their streams (``undraw_uniforms`` per lane)."""
         at = self._next_uniform
         if (at if isinstance(at, int) else int(at.max(initial=0))) + steps > self._uniforms.shape[0]:
-            left = self._uniforms.shape[0] - np.broadcast_to(at, len(self._rngs))
-            size = int(left.max(initial=0)) + max(1024, steps)
+            places = np.broadcast_to(at, len(self._rngs))
+            size = self._uniforms.shape[0] - int(places.min(initial=0)) + max(1024, steps)
+            kept = [self._uniforms[place:, i] for i, place in enumerate(places)]
             self._uniforms = np.ascontiguousarray(np.stack([
-                np.concatenate([self._uniforms[self._uniforms.shape[0] - left[i]:, i], rng.random(size - left[i])])
-                for i, rng in enumerate(self._rngs)]).T) if self._rngs else np.empty((size, 0))
+                np.concatenate([left, rng.random(size - len(left))]) for left, rng in zip(kept, self._rngs)]).T
+                if self._rngs else np.empty((size, 0)))
             at = 0
         self._next_uniform = at + steps
         if isinstance(at, int):

@@ -28,9 +28,6 @@ from classification.distill_client import conv_kind, fused_norm_block
 from classification.models import ConvNet
 from classification.norm_block import channels_last, slabs
 
-NO_INPUT_GRADIENT = np.empty((0, 0, 0), np.float32)
-"""What the first block's backward takes for the input gradient it is not asked for."""
-
 
 def fused_plan(model: nn.Module, shape: Sequence[int]) -> list[str] | None:
     """Each block's convolution kind (:func:`conv_kind`) for inputs of ``shape`` [C, H, W] when the
@@ -77,7 +74,7 @@ class ConvNetGradients:
         buffers = self.buffers.get(tuple(x.shape))
         if buffers is None:
             buffers = self.buffers[tuple(x.shape)] = _buffers(self.blocks, x.shape)
-        starts = np.array((0, x.shape[0]), dtype=np.int64)
+        starts = buffers[0].starts
         inputs = [channels_last(x)]
         for block, buffer in zip(self.blocks, buffers):
             block.forward(inputs[-1], buffer, starts)
@@ -116,10 +113,8 @@ class _Block:
         ``buffer`` what :meth:`backward` needs besides ``h``."""
         conv, norm, width = self.conv, self.norm, h.shape[3]
         if self.kind == "first":
-            kernel = buffer.kernel
-            kernel[0, :-1] = self.weight.reshape(conv.out_channels, -1).T
-            kernel[0, -1] = self.bias
-            first_block.images_forward(slabs(h), kernel, self.gamma, self.beta, starts, width, norm.eps,
+            first_block.kernel_matrix(conv.weight[None], cast(torch.Tensor, conv.bias)[None], out=buffer.kernel_t)
+            first_block.images_forward(slabs(h), buffer.kernel, self.gamma, self.beta, starts, width, norm.eps,
                                        buffer.out_slabs, buffer.mean, buffer.rstd)
             return
         if self.kind == "dense":
@@ -139,7 +134,7 @@ class _Block:
         if self.kind == "first":
             d_x = buffer.d_input if input_grad else None
             first_block.images_backward(slabs(h), buffer.kernel, self.gamma, self.beta, starts, width, buffer.mean,
-                                        buffer.rstd, slabs(d_out), NO_INPUT_GRADIENT if d_x is None else slabs(d_x),
+                                        buffer.rstd, slabs(d_out), first_block.NO_INPUT_GRADIENT if d_x is None else slabs(d_x),
                                         buffer.d_kernel, self.d_gamma, self.d_beta)
             self.d_weight[...] = buffer.d_kernel[0, :-1].T.reshape(self.d_weight.shape)
             self.d_bias[...] = buffer.d_kernel[0, -1]
@@ -168,11 +163,13 @@ class _Buffers:
     def __init__(self, block: _Block, shape: Sequence[int]) -> None:
         n, c_in, h, w = shape
         c = block.conv.out_channels
+        self.starts = np.array((0, n), dtype=np.int64)  # the kernels' image groups: one
         self.out = torch.empty(n, c, h // 2, w // 2, memory_format=torch.channels_last)
         self.out_slabs = slabs(self.out)
         self.mean, self.rstd = np.empty((n, c), np.float32), np.empty((n, c), np.float32)
         if block.kind == "first":
-            self.kernel = np.empty((1, c_in * 9 + 1, c), np.float32)
+            self.kernel_t = torch.empty(1, c_in * 9 + 1, c)
+            self.kernel = self.kernel_t.numpy()
             self.d_kernel = np.empty_like(self.kernel)
             self.d_input = torch.empty(n, c_in, h, w, memory_format=torch.channels_last)
             return

@@ -34,6 +34,9 @@ from classification.norm_block import (
     without_group_axis,
 )
 
+NO_INPUT_GRADIENT = np.empty((0, 0, 0), np.float32)
+"""What ``images_backward`` takes for the input gradient it is not asked for."""
+
 FEW_CHANNELS = 4
 """Largest input channel count the block takes (the ConvNet's first layer: 1 on digits and MNIST, 3
 on CIFAR); wider inputs are oneDNN's home ground."""
@@ -166,7 +169,7 @@ def first_block_forward(x: torch.Tensor, conv_weight: torch.Tensor, conv_bias: t
     n, _, h, w = x.shape
     x = channels_last(x)
     starts, (taps, tap_bias, gamma, beta) = kernel_weights(bounds, n, conv_weight, conv_bias, weight, bias)
-    kernel = _kernel(taps, tap_bias)
+    kernel = kernel_matrix(taps, tap_bias)
     channels = kernel.shape[2]
     out = torch.empty(n, channels, h // 2, w // 2, memory_format=torch.channels_last)
     mean, rstd = torch.empty(n, channels), torch.empty(n, channels)
@@ -186,7 +189,7 @@ def first_block_backward(saved: Sequence[torch.Tensor], starts: np.ndarray, boun
     dkernel = torch.empty(kernel.shape if kernel_grad else (kernel.shape[0], 0, 0))
     dgamma, dbeta = torch.empty(gamma.shape), torch.empty(beta.shape)
     images_backward(slabs(x), kernel.numpy(), gamma.numpy(), beta.numpy(), starts, x.shape[3], mean.numpy(),
-              rstd.numpy(), slabs(dout), slabs(dx) if dx is not None else np.empty((0, 0, 0), np.float32),
+              rstd.numpy(), slabs(dout), slabs(dx) if dx is not None else NO_INPUT_GRADIENT,
               dkernel.numpy(), dgamma.numpy(), dbeta.numpy())
     dweight, dbias = without_group_axis(bounds, dgamma, dbeta)
     if not kernel_grad:
@@ -218,10 +221,15 @@ class FirstBlock(torch.autograd.Function):
         return *grads, None, None
 
 
-def _kernel(conv_weight: torch.Tensor, conv_bias: torch.Tensor) -> torch.Tensor:
-    """[K, Cin·9 + 1, C]: each group's taps of each output channel as a column, the bias as the last row."""
+def kernel_matrix(conv_weight: torch.Tensor, conv_bias: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """[K, Cin·9 + 1, C]: each group's taps of each output channel as a column, the bias as the
+    last row (into ``out`` when given, a buffer reused step after step)."""
     k, c_out = conv_weight.shape[:2]
-    return torch.cat([conv_weight.reshape(k, c_out, -1), conv_bias.unsqueeze(2)], 2).transpose(1, 2).contiguous()
+    if out is None:
+        out = torch.empty(k, conv_weight[0].numel() // c_out + 1, c_out)
+    out[:, :-1] = conv_weight.reshape(k, c_out, -1).transpose(1, 2)
+    out[:, -1] = conv_bias
+    return out
 
 
 def first_block(x: torch.Tensor, conv_weight: torch.Tensor, conv_bias: torch.Tensor, weight: torch.Tensor,

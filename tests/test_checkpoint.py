@@ -103,13 +103,13 @@ def test_an_experiment_stopped_mid_batch_continues_from_its_checkpoint(tmp_path,
     monkeypatch.setattr(checkpoint_module, "EVERY", 0.0)  # a checkpoint at every safe point
     step, steps = RLBatch.step, []
 
-    def killed_at_its_20th_step(self):
+    def killed_at_its_6th_step(self):
         steps.append(1)
         if len(steps) == 6:  # of 10: a fused step takes each run through up to 16 update periods
             raise KeyboardInterrupt
         step(self)
 
-    monkeypatch.setattr(RLBatch, "step", killed_at_its_20th_step)
+    monkeypatch.setattr(RLBatch, "step", killed_at_its_6th_step)
     with pytest.raises(KeyboardInterrupt):
         run_experiment(config, tmp_path / "cut", progress=False)
     assert (tmp_path / "cut" / "checkpoint.pkl").exists()
