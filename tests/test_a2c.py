@@ -315,6 +315,34 @@ def test_a_layer_in_registers_sums_bias_then_each_input_row_in_order():
     np.testing.assert_array_equal(out[:64], acc)
 
 
+def test_borrowed_views_are_the_views_they_replace_and_write_through():
+    """``kernel._row`` / ``_rows``: the elements, shapes and layouts of ``a[lane, t]``,
+    ``a[lane, :T]`` and ``p[w:b].reshape(n, m)``, writing into ``a``; a strided array is refused."""
+    from numba import njit
+    from numba.core.errors import TypingError
+
+    from agents import kernel
+
+    @njit
+    def views(a, lane, t):
+        S, h = a.shape[1], a.shape[2]
+        row, rows = kernel._row(a, (lane * S + t) * h, h), kernel._rows(a, lane * S * h, 3, h)
+        weights = kernel._rows(row, 1, 2, 2)
+        rows[2, 1] = -1.0  # = a[lane, 2, 1]
+        return row.copy(), rows.copy(), weights.T.copy()
+
+    a = np.arange(2 * 5 * 6, dtype=np.float32).reshape(2, 5, 6)
+    row, rows, weights_t = views(a, 1, 2)
+    expected = np.arange(2 * 5 * 6, dtype=np.float32).reshape(2, 5, 6)
+    expected[1, 2, 1] = -1.0
+    np.testing.assert_array_equal(a, expected)
+    np.testing.assert_array_equal(row, expected[1, 2])
+    np.testing.assert_array_equal(rows, expected[1, :3])
+    np.testing.assert_array_equal(weights_t, expected[1, 2, 1:5].reshape(2, 2).T)
+    with pytest.raises(TypingError, match="a borrowed view needs a C-contiguous array"):
+        views(np.asfortranarray(a), 0, 0)
+
+
 def test_kernel_tanh_error_is_within_float32_rounding():
     from agents import kernel
 
