@@ -60,12 +60,13 @@ def _periods(per_lane, passes, d, h, A, relu, pa, pc, ma, va, mc, vc, steps_a, s
              terminated, done, valid, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok, actions_out, probs_out):
     """``passes`` × every lane × ``per_lane`` periods of acting on the rollout's states and updating."""
     T, no_grads = obs.shape[1], np.zeros((0, 0), np.float32)
+    states = np.ascontiguousarray(obs.transpose(1, 0, 2))  # [step, lane, d]: acting takes C-ordered rows
     scratch = kernel.learn_scratch(T, d, h, A, pa.shape[1], pc.shape[1])
     for _ in range(passes):
         for lane in range(obs.shape[0]):
             for _ in range(per_lane):
                 for t in range(T):
-                    kernel.act_lane(lane, pa, obs[:, t], np.float32(0.5), t, d, h, A, relu, cache_h1, cache_h2,
+                    kernel.act_lane(lane, pa, states[t], np.float32(0.5), t, d, h, A, relu, cache_h1, cache_h2,
                                     cache_logits, cache_obs, cache_ok, actions_out, probs_out, True)
                 kernel.learn_lane(lane, T, d, h, A, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c, obs, next_obs,
                                   actions, rewards, terminated, done, valid, cache_h1, cache_h2, cache_logits, cache_obs,
@@ -120,7 +121,7 @@ def parts(lanes: int, repeats: int) -> dict[str, float]:
                          0.9, 0.999, 1e-8, no_grads, no_grads)
 
     def act(n: int) -> None:
-        obs, uniforms = batch.obs.astype(np.float32), np.full(lanes, 0.5)
+        obs, uniforms = np.ascontiguousarray(batch.obs, dtype=np.float32), np.full(lanes, 0.5)
         actions, probs, active = np.zeros(lanes, np.int64), np.zeros((lanes, o), np.float32), np.ones(lanes, bool)
         for _ in range(n):
             for t in range(8):
