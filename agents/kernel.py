@@ -353,7 +353,7 @@ def forward(params, x, d, h, o, relu):
 @njit(**JIT)
 def act(params, obs, uniforms, t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
         actions, probs, active):
-    """``act_lane`` for every lane, ``uniforms[lane]`` its draw."""
+    """``act_lane`` for every lane, ``uniforms[lane]`` its draw (``obs`` C-ordered: its rows are borrowed)."""
     for lane in range(obs.shape[0]):
         act_lane(lane, params, obs, uniforms[lane], t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs,
                  cache_ok, actions, probs, active[lane])
