@@ -20,13 +20,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/frd compare --methods frd,pd,frl,independent --agents 2 --seeds 4 --out results/demo
 
-# mypy (~30 s on one core with no cache) runs beside the tests, which leave a core idle part of
-# the time (Flower's and Ray's processes starting); both must pass.
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy & types=$$!; \
-	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=10; tests=$$?; \
-	wait $$types && exit $$tests
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=10
 
 clean:
 	rm -rf $(VENV) results
