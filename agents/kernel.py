@@ -6,7 +6,7 @@ rewritten for every lane. No reduction crosses lanes and no kernel choice depend
 lanes there are, so a lane's arithmetic is a function of that lane alone (a run's results do
 not depend on its batch-mates; tested bit for bit). Working lane by lane also keeps one
 lane's weights, moments and gradient in cache while its update runs. A lane's rows are taken
-as borrowed views (``_row``, ``_rows``), which numba does not reference-count.
+as borrowed views (``_lane``, ``_row``, ``_rows``), which numba does not reference-count.
 
 Parameters of a network with sizes (d, h, h, o) sit in one flat row per lane, layer by layer,
 weight ``[in, out]`` row-major then bias: the layout of ``StackedMLP.data``, whose numpy view
@@ -190,26 +190,51 @@ def _borrowed_view(typingctx, a, start, shape):
     views with an atomic add and subtract each, and calls a helper for every ``reshape``: 7.7 % of
     a fused period's samples under ``perf`` at 64 lanes, 3.9 % with these. Only for views that
     live inside the call that made them, while ``a`` lives; no bounds are checked."""
-    if not isinstance(a, types.Array) or a.layout != "C":
-        raise TypingError(f"a borrowed view needs a C-contiguous array, not {a}")
+    _check_c_ordered(a)
     out_type = types.Array(a.dtype, len(shape), "C")
-    sig = out_type(a, start, *shape)
 
     def codegen(context, builder, signature, args):
-        source = context.make_array(signature.args[0])(context, builder, value=args[0])
-        out = context.make_array(out_type)(context, builder)
-        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(a.dtype)))
         extents = [context.cast(builder, value, ty, types.intp) for value, ty in zip(args[2:], signature.args[2:])]
-        strides, stride = [], itemsize
-        for extent in reversed(extents):
-            strides.insert(0, stride)
-            stride = builder.mul(stride, extent)
         first = context.cast(builder, args[1], signature.args[1], types.intp)
-        populate_array(out, data=builder.gep(source.data, [first]), shape=extents, strides=strides,
-                       itemsize=itemsize, meminfo=None)
-        return out._getvalue()
+        return _view_code(context, builder, a, args[0], out_type, first, extents)
 
-    return sig, codegen
+    return out_type(a, start, *shape), codegen
+
+
+def _check_c_ordered(a) -> None:
+    if not isinstance(a, types.Array) or a.layout != "C":
+        raise TypingError(f"a borrowed view needs a C-contiguous array, not {a}")
+
+
+def _view_code(context, builder, a_type, a_value, out_type, first, extents):
+    """An ``out_type`` array over ``a``'s data from flat element ``first``, C-ordered ``extents``,
+    no meminfo (``_borrowed_view``)."""
+    source = context.make_array(a_type)(context, builder, value=a_value)
+    out = context.make_array(out_type)(context, builder)
+    itemsize = context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(a_type.dtype)))
+    strides, stride = [], itemsize
+    for extent in reversed(extents):
+        strides.insert(0, stride)
+        stride = builder.mul(stride, extent)
+    populate_array(out, data=builder.gep(source.data, [first]), shape=extents, strides=strides, itemsize=itemsize,
+                   meminfo=None)
+    return out._getvalue()
+
+
+@intrinsic
+def _lane(typingctx, a, lane):
+    """``a[lane]`` of a 2-d ``a`` as a borrowed view (``_borrowed_view``)."""
+    _check_c_ordered(a)
+    if a.ndim != 2:
+        raise TypingError(f"a lane's row needs a 2-d array, not {a}")
+    out_type = types.Array(a.dtype, 1, "C")
+
+    def codegen(context, builder, signature, args):
+        cols = builder.extract_value(context.make_array(a)(context, builder, value=args[0]).shape, 1)
+        first = builder.mul(context.cast(builder, args[1], signature.args[1], types.intp), cols)
+        return _view_code(context, builder, a, args[0], out_type, first, [cols])
+
+    return out_type(a, lane), codegen
 
 
 @intrinsic
@@ -375,11 +400,10 @@ def act_lane(lane, params, obs, uniform, t, d, h, o, relu, cache_h1, cache_h2, c
         for k in range(o):
             probs[lane, k] = 0.0
         return
-    x = _row(obs, lane * obs.shape[1], d)  # obs[lane], cache_h1[lane, t], …: views that count no references
+    x = _lane(obs, lane)  # obs[lane], cache_h1[lane, t], …: views that count no references
     slot = lane * cache_ok.shape[1] + t
     logits = _row(cache_logits, slot * o, o)
-    _forward(_row(params, lane * params.shape[1], params.shape[1]), d, h, o, x, _row(cache_h1, slot * h, h),
-             _row(cache_h2, slot * h, h), logits, relu)
+    _forward(_lane(params, lane), d, h, o, x, _row(cache_h1, slot * h, h), _row(cache_h2, slot * h, h), logits, relu)
     for i in range(d):
         cache_obs[lane, t, i] = x[i]
     cache_ok[lane, t] = True
@@ -482,7 +506,7 @@ def learn_lane(lane, T, d, h, A, relu,
         for t in range(cache_ok.shape[1]):
             cache_ok[lane, t] = False
         return
-    p_a, p_c = _row(pa, lane * Pa, Pa), _row(pc, lane * Pc, Pc)
+    p_a, p_c = _lane(pa, lane), _lane(pc, lane)
     # actor activations: from acting when they were taken with these weights on this state
     for t in range(T):
         same = cache_ok[lane, t]
@@ -557,10 +581,8 @@ def learn_lane(lane, T, d, h, A, relu,
     else:
         steps_a[lane] += 1
         steps_c[lane] += 1
-        _adam(p_a, ga, scale, _row(ma, lane * Pa, Pa), _row(va, lane * Pa, Pa), np.float64(steps_a[lane]), lr_a,
-              beta1, beta2, eps)
-        _adam(p_c, gc, scale, _row(mc, lane * Pc, Pc), _row(vc, lane * Pc, Pc), np.float64(steps_c[lane]), lr_c,
-              beta1, beta2, eps)
+        _adam(p_a, ga, scale, _lane(ma, lane), _lane(va, lane), np.float64(steps_a[lane]), lr_a, beta1, beta2, eps)
+        _adam(p_c, gc, scale, _lane(mc, lane), _lane(vc, lane), np.float64(steps_c[lane]), lr_c, beta1, beta2, eps)
     for t in range(cache_ok.shape[1]):
         cache_ok[lane, t] = False
 
