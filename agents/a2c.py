@@ -14,8 +14,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from agents import kernel
-from agents.stacked import LaneAdam, StackedMLP, clip_per_lane
+from frd.agents import kernel
+from frd.agents.stacked import LaneAdam, StackedMLP, clip_per_lane
 from frd.errors import FrdError
 from frd.seeding import Stream
 
@@ -202,7 +202,7 @@ class A2CPopulation:
     def learn(self) -> None:
         """One A2C update from the stored steps of every lane (a no-op for lanes with none).
 
-        Runs in ``agents.kernel.learn`` lane by lane; ``loss`` is the same update written with
+        Runs in ``frd.agents.kernel.learn`` lane by lane; ``loss`` is the same update written with
         torch autograd (the tests hold one to the other).
         """
         if self.rollout.t == 0:

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from agents.a2c import A2CConfig, A2CPopulation
+from frd.agents.a2c import A2CConfig, A2CPopulation
 
 
 class GroupedPopulation:

@@ -46,8 +46,11 @@ from numba.np.arrayobj import populate_array
 FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
 JIT: dict[str, Any] = dict(cache=True, error_model="numpy", fastmath=FASTMATH, boundscheck=False)
 
-REPO = Path(__file__).resolve().parent.parent
-JIT_SOURCES = tuple(REPO / path for path in ("agents/kernel.py", "envs/lanes.py", "envs/acrobot.py", "frd/rl/fused.py"))
+FRD = Path(__file__).parent.parent
+"""The installed ``frd`` package (in a checkout, ``frd/agents`` links to the top-level ``agents/``)."""
+OWN_FOLDERS = tuple({(FRD / part).resolve() for part in (".", "agents", "envs", "classification")})
+"""Where frd's sources really are: only their cached functions are stamped."""
+JIT_SOURCES = tuple(FRD / path for path in ("agents/kernel.py", "envs/lanes.py", "envs/acrobot.py", "rl/fused.py"))
 """The files whose numba functions others inline (``frd.rl.fused.periods`` inlines this module's
 and the CartPole step's): every cached function of the repository is stamped with all of them."""
 
@@ -59,7 +62,7 @@ class _StampedWithJitSources:
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if not Path(py_file).resolve().is_relative_to(REPO):
+        if not any(Path(py_file).resolve().is_relative_to(folder) for folder in OWN_FOLDERS):
             return None
         return super().from_function(py_func, py_file)
 

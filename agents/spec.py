@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from agents.a2c import RECIPES, A2CConfig
-from agents.a2c import recipe as a2c_recipe
+from frd.agents.a2c import RECIPES, A2CConfig
+from frd.agents.a2c import recipe as a2c_recipe
 from frd.errors import FrdError
 
 KEYS = {"h": "hidden", "lr": "lr", "recipe": "recipe"}
@@ -20,7 +20,7 @@ class AgentSpec:
 
     hidden: int | None = None  # width h of the actor's and the critic's hidden layers
     lr: float | None = None    # Adam rate of the actor and the critic alike (None: the recipe's own rates)
-    recipe: str | None = None  # A2C recipe, one of agents.a2c.RECIPES
+    recipe: str | None = None  # A2C recipe, one of frd.agents.a2c.RECIPES
 
     def __post_init__(self) -> None:
         if self.hidden is not None and self.hidden < 1:

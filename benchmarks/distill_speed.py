@@ -35,12 +35,12 @@ from typing import Callable, Sequence
 import pandas as pd
 import torch
 
-import classification.methods.feddualmatch as dd
-from classification.config import ClsConfig
-from classification.data import load_dataset
-from classification.distill_client import ClientData, DistillConfig, SyntheticSet
-from classification.methods import cls_config
-from classification.runner import run_seed
+import frd.classification.methods.feddualmatch as dd
+from frd.classification.config import ClsConfig
+from frd.classification.data import load_dataset
+from frd.classification.distill_client import ClientData, DistillConfig, SyntheticSet
+from frd.classification.methods import cls_config
+from frd.classification.runner import run_seed
 from frd.stats import paired_mean_ci
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,7 +61,7 @@ def reference_modules(base: str) -> tuple[ModuleType, ModuleType]:
     for name in ("distill_client", "distill_server"):
         source = subprocess.run(["git", "show", f"{base}:classification/{name}.py"], cwd=REPO, check=True,
                                 capture_output=True, text=True).stdout
-        source = source.replace("from classification.distill_client import", "from _reference_distill_client import")
+        source = source.replace("from frd.classification.distill_client import", "from _reference_distill_client import")
         module_name = f"_reference_{name}"
         spec = importlib.util.spec_from_loader(module_name, loader=None)
         assert spec is not None

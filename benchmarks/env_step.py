@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.common import Clock
-from envs.acrobot import ACROBOT, AcrobotLanes
-from envs.lanes import GenericLanes
-from envs.step import Lanes
+from frd.envs.acrobot import ACROBOT, AcrobotLanes
+from frd.envs.lanes import GenericLanes
+from frd.envs.step import Lanes
 
 
 def us_per_lane_step(lanes: Lanes, count: int, steps: int) -> float:

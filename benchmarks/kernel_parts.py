@@ -1,4 +1,4 @@
-"""Where an A2C update's time goes: each part of ``agents.kernel.learn_lane`` timed alone.
+"""Where an A2C update's time goes: each part of ``frd.agents.kernel.learn_lane`` timed alone.
 
     python -m benchmarks.kernel_parts [--lanes 64 256] [--repeats 100]
 
@@ -22,7 +22,7 @@ import time
 import numpy as np
 from numba import njit
 
-from agents import kernel
+from frd.agents import kernel
 from frd.rl.config import RLConfig
 from frd.rl.runner import RLBatch
 

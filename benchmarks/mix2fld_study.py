@@ -40,13 +40,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from classification.config import ClsConfig  # noqa: E402
-from classification.context import RunContext  # noqa: E402
-from classification.data import load_dataset  # noqa: E402
-from classification.methods import cls_config, study_config  # noqa: E402
-from classification.privacy import PRIVACY_GAMMAS, privacy_table  # noqa: E402
 from frd.backends import Backend, add_backend_arguments, backend_from_args  # noqa: E402
 from frd.channel import ACCESS, make_wireless  # noqa: E402
+from frd.classification.config import ClsConfig  # noqa: E402
+from frd.classification.context import RunContext  # noqa: E402
+from frd.classification.data import load_dataset  # noqa: E402
+from frd.classification.methods import cls_config, study_config  # noqa: E402
+from frd.classification.privacy import PRIVACY_GAMMAS, privacy_table  # noqa: E402
 from frd.errors import FrdError  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
 from frd.results import ResultStore, run_id  # noqa: E402

@@ -21,8 +21,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from agents import kernel
 from benchmarks.common import Clock
+from frd.agents import kernel
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 

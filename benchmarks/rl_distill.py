@@ -17,7 +17,7 @@ import time
 import numpy as np
 import torch
 
-from agents.a2c import A2CPopulation, recipe
+from frd.agents.a2c import A2CPopulation, recipe
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,9 +20,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from agents import kernel
 from benchmarks.common import Clock, sb3_steps, set_threads
-from envs.lanes import CartPoleLanes
+from frd.agents import kernel
+from frd.envs.lanes import CartPoleLanes
 from frd.rl import fused
 from frd.rl.config import RLConfig
 from frd.rl.runner import RLBatch

@@ -5,15 +5,15 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 
-from classification.config import ClsConfig
-from classification.data import DATASETS
-from classification.methods import CLS_METHODS, cls_config
-from classification.models import MODELS
-from classification.partitions import PARTITIONS
-from classification.report import plot_accuracy, summarize
-from classification.runner import run_experiment
 from frd.backends import add_backend_arguments, backend_from_args
 from frd.channel import CHANNELS, parse_channel_option
+from frd.classification.config import ClsConfig
+from frd.classification.data import DATASETS
+from frd.classification.methods import CLS_METHODS, cls_config
+from frd.classification.models import MODELS
+from frd.classification.partitions import PARTITIONS
+from frd.classification.report import plot_accuracy, summarize
+from frd.classification.runner import run_experiment
 from frd.options import add_option_flags, given_options
 from frd.results import ResultStore, run_id
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from classification.data import DATASETS
-from classification.models import MODELS
-from classification.partitions import PARTITIONS, PartitionSpec
 from frd.channel import CHANNELS, check_channel
+from frd.classification.data import DATASETS
+from frd.classification.models import MODELS
+from frd.classification.partitions import PARTITIONS, PartitionSpec
 from frd.errors import FrdError
 from frd.options import NoOptions, options_key
 from frd.results import ResumeKey
@@ -31,7 +31,7 @@ class ClsConfig:
     ``PAPER`` has the paper's values."""
 
     method: str = "fl"
-    """Method name, a key of ``classification.methods.CLS_METHODS``."""
+    """Method name, a key of ``frd.classification.methods.CLS_METHODS``."""
     dataset: str = "digits"
     """digits (bundled 8×8, no files), mnist (IDX files) or cifar10 (python batches)."""
     data_dir: str | None = None
@@ -82,7 +82,7 @@ class ClsConfig:
     """torch intra-op threads (the machines are shared; results are reproducible for a fixed count)."""
     options: Any = field(default_factory=NoOptions)
     """The method's resolved options (its ``Options`` dataclass); build configs with
-    ``classification.methods.cls_config``, which fills them in."""
+    ``frd.classification.methods.cls_config``, which fills them in."""
 
     def __post_init__(self) -> None:
         for what, value, known in (("dataset", self.dataset, DATASETS), ("partition", self.partition, PARTITIONS),

@@ -10,12 +10,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from classification.config import ClsConfig
-from classification.data import Dataset
-from classification.devices import BatchStream, DeviceStack
-from classification.models import build_model
-from classification.partitions import PARTITIONS
-from classification.training import LocalLoss, local_sgd
+from frd.classification.config import ClsConfig
+from frd.classification.data import Dataset
+from frd.classification.devices import BatchStream, DeviceStack
+from frd.classification.models import build_model
+from frd.classification.partitions import PARTITIONS
+from frd.classification.training import LocalLoss, local_sgd
 from frd.results import run_id
 from frd.seeding import Stream, derive_seed
 

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from classification.idx import read_idx
+from frd.classification.idx import read_idx
 from frd.errors import FrdError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from numba import njit
 
-from classification.norm_block import KERNEL
+from frd.classification.norm_block import KERNEL
 
 DENSE_MAP = 4
 """Largest H·W whose 3×3 convolution runs as one matrix product: on a 2×2 map every tap of every

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from classification.convnet_grads import ConvNetGradients, fused_plan
-from classification.distill_client import (
+from frd.classification.convnet_grads import ConvNetGradients, fused_plan
+from frd.classification.distill_client import (
     PRESETS,
     SCALES,
     SyntheticSet,
@@ -29,7 +29,7 @@ from classification.distill_client import (
     sgd_step,
     stacked_parameters,
 )
-from classification.models import ConvNet
+from frd.classification.models import ConvNet
 from frd.errors import FrdError
 
 GRADIENT_EPS = 1e-6
@@ -304,7 +304,7 @@ def _sgd(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batches: 
     """``torch.optim.SGD`` (a fresh one) over ``batches`` of cross-entropy, as one flat step per batch
     (:func:`sgd_step`): the model's parameters and gradients become views of two flat buffers.
     A fully fused ConvNet's gradients come without autograd, straight into the flat gradient
-    (:class:`~classification.convnet_grads.ConvNetGradients`, the same bits)."""
+    (:class:`~frd.classification.convnet_grads.ConvNetGradients`, the same bits)."""
     model.train()
     weights, grads = _flat_parameters(model)
     momentum_buffer = torch.empty_like(weights)

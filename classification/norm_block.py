@@ -23,7 +23,7 @@ import torch
 from numba import njit
 from numba.core.compiler import Compiler
 
-from agents.kernel import JIT
+from frd.agents.kernel import JIT
 
 
 class _DistinctArrays(Compiler):
@@ -43,7 +43,7 @@ class _DistinctArrays(Compiler):
 
 
 KERNEL: dict = dict(JIT, pipeline_class=_DistinctArrays)
-"""The numba options of the ConvNet's fused kernels (here and in :mod:`classification.first_block`)."""
+"""The numba options of the ConvNet's fused kernels (here and in :mod:`frd.classification.first_block`)."""
 
 
 @njit(**KERNEL)

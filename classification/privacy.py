@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from classification.mixup import InverseSamples, MixedSamples, inverse_mixup, mixup
+from frd.classification.mixup import InverseSamples, MixedSamples, inverse_mixup, mixup
 from frd.errors import FrdError
 from frd.seeding import derive_seed
 

@@ -18,11 +18,11 @@ from typing import Callable, Mapping, Sequence
 import pandas as pd
 from torch import nn
 
-from classification.config import ClsConfig
-from classification.context import RunContext
-from classification.data import Dataset
-from classification.methods import Method, get_method
-from classification.runner import run_seed
+from frd.classification.config import ClsConfig
+from frd.classification.context import RunContext
+from frd.classification.data import Dataset
+from frd.classification.methods import Method, get_method
+from frd.classification.runner import run_seed
 from frd.exchange import Exchange
 from frd.payload import Payload
 from frd.remote import Link, RemoteExchange, Reply, Request, Transport, array_report, timed

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from classification.methods import GLOBAL
+from frd.classification.methods import GLOBAL
 from frd.stats import quartiles
 
 

@@ -10,14 +10,14 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from classification.config import ClsConfig
-from classification.context import RunContext
-from classification.data import Dataset, load_dataset
-from classification.methods import GLOBAL, Method, get_method
-from classification.models import count_parameters
-from classification.training import evaluate
 from frd.backends import LOCAL, ClsBackend
 from frd.channel import make_channel
+from frd.classification.config import ClsConfig
+from frd.classification.context import RunContext
+from frd.classification.data import Dataset, load_dataset
+from frd.classification.methods import GLOBAL, Method, get_method
+from frd.classification.models import count_parameters
+from frd.classification.training import evaluate
 from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
 from frd.results import ResultStore, run_id
@@ -56,7 +56,7 @@ def build_run(config: ClsConfig, seed: int, data: Dataset) -> tuple[RunContext, 
 def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[], object] = lambda: None,
              wrap: Callable[[Method], Method] = lambda method: method) -> dict[str, pd.DataFrame]:
     """One seed of ``config``: the runs, rounds and ledger tables of that run. ``wrap`` may put
-    the method's devices elsewhere (``classification.remote.RemoteMethod``)."""
+    the method's devices elsewhere (``frd.classification.remote.RemoteMethod``)."""
     ctx, method = build_run(config, seed, data)
     method = wrap(method)
     config = ctx.config

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from classification.data import Dataset
-from classification.devices import DeviceStack
+from frd.classification.data import Dataset
+from frd.classification.devices import DeviceStack
 
 LocalLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """(logits [devices, batch, classes], labels [devices, batch]) → per-device loss [devices]."""

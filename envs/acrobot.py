@@ -17,7 +17,7 @@ from gymnasium.utils import seeding
 from numba import njit
 from numpy import cos, pi, sin
 
-from envs.step import LaneStep
+from frd.envs.step import LaneStep
 
 ACROBOT = "Acrobot-v1"
 RESET_LOW, RESET_HIGH = -0.1, 0.1  # AcrobotEnv.reset's default bounds

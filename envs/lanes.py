@@ -17,8 +17,8 @@ import gymnasium as gym
 import numpy as np
 from numba import njit
 
-from envs.acrobot import ACROBOT, AcrobotLanes
-from envs.step import Lanes, LaneStep
+from frd.envs.acrobot import ACROBOT, AcrobotLanes
+from frd.envs.step import Lanes, LaneStep
 from frd.errors import FrdError
 
 CARTPOLE = "CartPole-v1"

@@ -95,7 +95,7 @@ class Backend:
 
         Locally in order, one after the other; on Ray in groups, the dataset put once."""
         if self.local:
-            from classification.runner import run_seed
+            from frd.classification.runner import run_seed
 
             for i, (config, seed) in enumerate(work):
                 yield i, run_seed(config, seed, data, on_round=on_round)
@@ -273,7 +273,7 @@ def _cls_group(work: list[tuple[int, Any, int]], data: Any) -> Iterator[tuple[in
     """A Ray task: the seeds of ``work`` one after the other, each one's tables yielded when done."""
     import torch
 
-    from classification.runner import run_seed
+    from frd.classification.runner import run_seed
     from frd.results import PROVENANCE_TABLE, machine_provenance
 
     for i, config, seed in work:

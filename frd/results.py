@@ -28,9 +28,11 @@ from frd.errors import FrdError
 RUNS_TABLE = "runs"
 PROVENANCE_TABLE = "provenance"
 _PACKAGES = ("frd", "torch", "numba", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn")
-SOURCE_PACKAGES = ("frd", "agents", "envs", "classification")
-"""The project's own packages: the ``code`` of a provenance row hashes their sources."""
-REPO_ROOT = Path(__file__).resolve().parents[1]
+SOURCE_PACKAGES = ("frd",)
+"""The project's own package (its domains included): the ``code`` of a provenance row hashes its sources."""
+PACKAGE_ROOT = Path(__file__).parent.parent
+"""Where ``frd`` stands: the checkout, or site-packages. Not resolved: in a checkout ``frd/agents``,
+``frd/envs`` and ``frd/classification`` are links to the top-level folders, walked as ``frd.*``."""
 
 
 def package_versions() -> dict[str, str]:
@@ -44,17 +46,27 @@ def package_versions() -> dict[str, str]:
 
 
 @lru_cache(maxsize=None)
-def source_hash(packages: tuple[str, ...] = SOURCE_PACKAGES, root: Path = REPO_ROOT) -> str:
-    """sha256 of every Python source of ``packages`` under ``root``, with their paths.
+def source_hash(packages: tuple[str, ...] = SOURCE_PACKAGES, root: Path = PACKAGE_ROOT,
+                exclude: tuple[str, ...] = ()) -> str:
+    """sha256 of every Python source of ``packages`` under ``root``, with their paths, but for
+    those under the folders ``exclude`` names (relative to ``root``).
 
     frd's version number does not change with every commit; equal hashes mean the same code.
     Read once per process, when the first run is saved: edit the sources while a batch runs and
     its rows name the edited code.
     """
     digest = hashlib.sha256()
-    for path in sorted(p for package in packages for p in (root / package).rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    skipped = tuple(root / folder for folder in exclude)
+    for path in sorted(p for package in packages for p in _python_files(root / package)):
+        if not any(path.is_relative_to(folder) for folder in skipped):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def _python_files(folder: Path) -> list[Path]:
+    """The ``.py`` files below ``folder``, following the checkout's links (``rglob`` does not)."""
+    return [Path(top) / name for top, _, names in os.walk(folder, followlinks=True) for name in names
+            if name.endswith(".py")]
 
 
 def machine_provenance() -> pd.DataFrame:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from classification.data import load_dataset
-from classification.methods import CLS_METHODS
 from frd.channel import CHANNELS, IdealChannel, Transfer
+from frd.classification.data import load_dataset
+from frd.classification.methods import CLS_METHODS
 
 
 @pytest.fixture(scope="session", autouse=True)

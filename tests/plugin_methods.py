@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from classification.methods.base import load_weights
-from classification.methods.fl import FedAvg
+from frd.classification.methods.base import load_weights
+from frd.classification.methods.fl import FedAvg
 from frd.errors import FrdError
 from frd.options import at_least
 from frd.payload import Payload

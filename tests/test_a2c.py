@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from agents.a2c import A2CPopulation, recipe
-from agents.stacked import LaneAdam, StackedMLP, clip_per_lane
+from frd.agents.a2c import A2CPopulation, recipe
+from frd.agents.stacked import LaneAdam, StackedMLP, clip_per_lane
 from frd.rl.config import rl_config
 
 
@@ -284,7 +284,7 @@ def test_kernel_updates_follow_per_lane_modules_and_torch_adam(name):
                                                       ("relu", 136, 3)])
 def test_kernel_forward_equals_the_torch_forward(activation, hidden, outputs):
     """Layer widths in blocks of 8 (24), one block of 64, and 64 + 64 + 8 with 2 + 1 outputs (``kernel._columns``)."""
-    from agents import kernel
+    from frd.agents import kernel
 
     net = StackedMLP([torch.Generator().manual_seed(s) for s in (1, 2, 3)], (4, hidden, hidden, outputs), activation, 1.0)
     x = torch.randn(3, 5, 4)
@@ -296,7 +296,7 @@ def test_kernel_forward_equals_the_torch_forward(activation, hidden, outputs):
 
 def test_a_layer_in_registers_sums_bias_then_each_input_row_in_order():
     """``kernel._columns`` against the same sums by hand: float64, and the first block as float32 FMAs."""
-    from agents import kernel
+    from frd.agents import kernel
 
     rng = np.random.default_rng(0)
     n_in, n_out = 5, 75  # blocks of 64, 8, 2 and 1
@@ -321,7 +321,7 @@ def test_borrowed_views_are_the_views_they_replace_and_write_through():
     from numba import njit
     from numba.core.errors import TypingError
 
-    from agents import kernel
+    from frd.agents import kernel
 
     @njit
     def views(a, lane, t):
@@ -344,7 +344,7 @@ def test_borrowed_views_are_the_views_they_replace_and_write_through():
 
 
 def test_kernel_tanh_error_is_within_float32_rounding():
-    from agents import kernel
+    from frd.agents import kernel
 
     x = np.linspace(-12, 12, 200_001, dtype=np.float32)
     np.testing.assert_allclose(kernel.tanh_array(x), np.tanh(x.astype(np.float64)), rtol=0, atol=4e-7)
@@ -408,7 +408,7 @@ def test_the_rlcode_failure_reward_replaces_a_termination_only_where_it_is_a_fai
 
 def test_cached_kernels_are_stamped_with_the_sources_they_inline(tmp_path, monkeypatch):
     """The fused period inlines this module's kernels: its on-disk cache must go stale when they change."""
-    from agents import kernel
+    from frd.agents import kernel
     from frd.rl import fused
 
     locator = fused.periods._cache._impl._locator

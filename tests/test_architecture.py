@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from plugin_methods import KeepShareFL, PartialFRL
 
-from classification.methods import CLS_METHODS
+from frd.classification.methods import CLS_METHODS
 from frd.cli import main
 from frd.rl.config import rl_config
 from frd.rl.methods import RL_METHODS
@@ -94,7 +94,7 @@ def test_study_grids_build_a_config_for_every_method():
     """The studies give one set of values to every method; each keeps the options it has."""
     from benchmarks.distill_study import METHODS, SCALED
     from benchmarks.mix2fld_study import grid
-    from classification.methods import study_config
+    from frd.classification.methods import study_config
 
     configs = [config for _, _, config in grid(dict(seeds=1, rounds=4, iterations_per_round=100,
                                                         server_iterations=400))]

@@ -35,7 +35,7 @@ TINY_CONFIG = dict(agents=2, hidden=8, max_episodes=6, period=2, target=1e9)
 def no_figures(monkeypatch):
     """These tests compare tables; the figures (tested elsewhere) would cost seconds per sweep."""
     for target in ("frd.rl.experiment.plot_mission", "frd.rl.experiment.plot_payload",
-                   "classification.cli.plot_accuracy"):
+                   "frd.classification.cli.plot_accuracy"):
         monkeypatch.setattr(target, lambda *args, **kwargs: None)
 
 
@@ -287,7 +287,7 @@ def test_classification_on_the_cluster_matches_local(tmp_path, cluster):
 def test_mix2fld_study_grid_runs_through_the_seam(tmp_path, cluster):
     """The study's grid (its own process pool before) on Ray = on the local backend."""
     from benchmarks.mix2fld_study import run_grid
-    from classification.methods import cls_config
+    from frd.classification.methods import cls_config
 
     tiny = dict(dataset="digits", rounds=1, iterations_per_round=2, devices=3, seeds=2)
     configs = {"FL": cls_config("fl", **tiny), "FD": cls_config("fd", **tiny)}

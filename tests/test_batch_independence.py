@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from agents.a2c import A2CPopulation, recipe
+from frd.agents.a2c import A2CPopulation, recipe
 from frd.rl.config import RLConfig, rl_config
 from frd.rl.runner import simulate
 

@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from classification import data as data_module
+from frd.classification import data as data_module
 from frd.cli import main
 
 TINY = ["--rounds", "2", "--iterations", "2", "--devices", "3", "--no-progress"]
@@ -72,7 +72,7 @@ def test_a_run_prints_the_summary_and_saves_tables_config_and_plot(tmp_path, cap
 
 
 def test_paper_flag_starts_from_the_paper_values(tmp_path):
-    from classification.cli import config_from_args
+    from frd.classification.cli import config_from_args
     from frd.cli import build_parser
 
     args = build_parser().parse_args(["cls", "--paper", "--rounds", "3"])

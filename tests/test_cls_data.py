@@ -8,9 +8,9 @@ import struct
 import numpy as np
 import pytest
 
-from classification import data as data_module
-from classification.data import load_dataset
-from classification.idx import read_idx
+from frd.classification import data as data_module
+from frd.classification.data import load_dataset
+from frd.classification.idx import read_idx
 from frd.errors import FrdError
 
 

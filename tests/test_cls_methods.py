@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
-from classification.context import RunContext
-from classification.methods import CLS_METHODS, GLOBAL, cls_config
-from classification.methods.fd import FederatedDistillation, leave_one_out_teachers
-from classification.methods.fl import FedAvg
-from classification.runner import run_seed
+from frd.classification.context import RunContext
+from frd.classification.methods import CLS_METHODS, GLOBAL, cls_config
+from frd.classification.methods.fd import FederatedDistillation, leave_one_out_teachers
+from frd.classification.methods.fl import FedAvg
+from frd.classification.runner import run_seed
 from frd.errors import FrdError
 from frd.payload import PIXEL_BITS, Payload, index_bits
 

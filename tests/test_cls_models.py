@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from classification.devices import BatchStream, DeviceStack
-from classification.models import MLP, ConvNet, SmallCNN, build_model, count_parameters
-from classification.training import per_device_cross_entropy
+from frd.classification.devices import BatchStream, DeviceStack
+from frd.classification.models import MLP, ConvNet, SmallCNN, build_model, count_parameters
+from frd.classification.training import per_device_cross_entropy
 from frd.errors import FrdError
 
 

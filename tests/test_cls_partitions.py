@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from classification import partitions
-from classification.partitions import PartitionSpec, dirichlet, iid, mix2fld
+from frd.classification import partitions
+from frd.classification.partitions import PartitionSpec, dirichlet, iid, mix2fld
 from frd.errors import FrdError
 
 LABELS = np.repeat(np.arange(10), 700)  # a pool of 7,000: 700 per label

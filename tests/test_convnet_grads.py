@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from classification.convnet_grads import ConvNetGradients, fused_plan
-from classification.dense_conv import dense_matrix, dense_matrix_adjoint
-from classification.distill_server import _logits
-from classification.models import MLP, ConvNet
+from frd.classification.convnet_grads import ConvNetGradients, fused_plan
+from frd.classification.dense_conv import dense_matrix, dense_matrix_adjoint
+from frd.classification.distill_server import _logits
+from frd.classification.models import MLP, ConvNet
 
 
 def random_convnet(shape, width: int, depth: int) -> ConvNet:

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from classification.distill_client import (
+from frd.classification.distill_client import (
     DistillConfig,
     SyntheticSet,
     distill,
@@ -20,7 +20,7 @@ from classification.distill_client import (
     stage_layers,
     stage_of_iteration,
 )
-from classification.distill_server import (
+from frd.classification.distill_server import (
     ServerConfig,
     adaptive_radius,
     class_gradients,
@@ -30,7 +30,7 @@ from classification.distill_server import (
     server_update,
     union,
 )
-from classification.dp import DPConfig
+from frd.classification.dp import DPConfig
 from frd.errors import FrdError
 
 CLASSES = 3

@@ -3,7 +3,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agents.a2c import A2CPopulation, recipe
+from frd.agents.a2c import A2CPopulation, recipe
 from frd.exchange import run_round
 from frd.ledger import Ledger
 from frd.rl.config import rl_config

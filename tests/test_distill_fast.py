@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from classification.distill_client import (
+from frd.classification.distill_client import (
     ClientData,
     DistillConfig,
     SyntheticSet,
@@ -31,7 +31,7 @@ from classification.distill_client import (
     sample_model_on_error_ball,
     sgd_step,
 )
-from classification.distill_server import (
+from frd.classification.distill_server import (
     _sgd,
     _shuffled_batches,
     _trained_copies,
@@ -42,8 +42,8 @@ from classification.distill_server import (
     group_gradients,
     union,
 )
-from classification.dp import DPConfig
-from classification.models import ConvNet
+from frd.classification.dp import DPConfig
+from frd.classification.models import ConvNet
 from tests.test_distill import client_sets, real_data, tiny
 
 

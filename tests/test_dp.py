@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from classification.dp import (
+from frd.classification.dp import (
     DPConfig,
     accounting_noise_multiplier,
     client_epsilon,

@@ -3,8 +3,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agents.a2c import A2CPopulation, recipe
-from envs.grid import StateGrid
+from frd.agents.a2c import A2CPopulation, recipe
+from frd.envs.grid import StateGrid
 from frd.errors import FrdError
 from frd.exchange import run_round
 from frd.ledger import Ledger

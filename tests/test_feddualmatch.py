@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from classification.context import RunContext
-from classification.methods import CLS_METHODS, GLOBAL, cls_config
-from classification.models import build_model, count_parameters
-from classification.runner import run_seed
+from frd.classification.context import RunContext
+from frd.classification.methods import CLS_METHODS, GLOBAL, cls_config
+from frd.classification.models import build_model, count_parameters
+from frd.classification.runner import run_seed
 from frd.cli import main
 from frd.errors import FrdError
 from frd.payload import FLOAT_BITS, index_bits

@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch.nn.utils import parameters_to_vector
 
-from classification.context import RunContext
-from classification.methods import cls_config
-from classification.methods.fld import FederatedLearningAfterDistillation, Mix2FLD, MixFLD
-from classification.mixup import mixup
-from classification.runner import run_seed
+from frd.classification.context import RunContext
+from frd.classification.methods import cls_config
+from frd.classification.methods.fld import FederatedLearningAfterDistillation, Mix2FLD, MixFLD
+from frd.classification.mixup import mixup
+from frd.classification.runner import run_seed
 from frd.errors import FrdError
 from frd.seeding import MethodStream
 

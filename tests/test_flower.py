@@ -176,7 +176,7 @@ def test_a_node_started_for_another_number_of_participants_says_so(monkeypatch):
     from flwr.app import Context, Message, RecordDict
     from flwr.supercore.task_identity import TaskIdentity
 
-    from classification.methods import cls_config
+    from frd.classification.methods import cls_config
     from frd.flower.apps import step
     from frd.flower.spec import RUN_CONFIG_KEY, spec
 

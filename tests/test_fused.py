@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.a2c import A2CPopulation, recipe
-from envs.lanes import RESET_BLOCK, CartPoleLanes
+from frd.agents.a2c import A2CPopulation, recipe
+from frd.envs.lanes import RESET_BLOCK, CartPoleLanes
 from frd.rl.config import rl_config
 from frd.rl.runner import RLBatch
 

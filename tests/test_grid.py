@@ -3,7 +3,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from envs.grid import CARTPOLE_BOUNDS, StateGrid, grid_for
+from frd.envs.grid import CARTPOLE_BOUNDS, StateGrid, grid_for
 from frd.errors import FrdError
 
 

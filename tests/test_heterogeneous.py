@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.a2c import RECIPES, A2CPopulation, recipe
-from agents.grouped import GroupedPopulation
-from agents.spec import AgentSpec, parse_agent_spec
+from frd.agents.a2c import RECIPES, A2CPopulation, recipe
+from frd.agents.grouped import GroupedPopulation
+from frd.agents.spec import AgentSpec, parse_agent_spec
 from frd.cli import main
 from frd.errors import FrdError
 from frd.rl.config import RLConfig, rl_config

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from envs.acrobot import AcrobotLanes
-from envs.lanes import ACROBOT_AT_ONCE, CartPoleLanes, GenericLanes, make_lanes
+from frd.envs.acrobot import AcrobotLanes
+from frd.envs.lanes import ACROBOT_AT_ONCE, CartPoleLanes, GenericLanes, make_lanes
 
 
 def _roll(lanes, steps, lane_count, active=None, seed=0):
@@ -59,7 +59,7 @@ class _GymStepLanes(CartPoleLanes):
     """The previous CartPoleLanes.step: gymnasium's numpy vector step, frozen lanes restored."""
 
     def step(self, actions, active):
-        from envs.step import LaneStep
+        from frd.envs.step import LaneStep
         core, frozen = self.core, ~active
         held = core.state[:, frozen].copy(), core.steps[frozen].copy()
         _, reward, terminated, truncated, _ = self.env.step(actions.astype(np.int64))

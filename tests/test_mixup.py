@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from classification.mixup import (
+from frd.classification.mixup import (
     MixedSamples,
     check_gamma,
     eligible_groups,

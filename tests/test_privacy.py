@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from classification.mixup import MixedSamples, inverse_mixup, mixup
-from classification.privacy import inverse_sources, mixup_sources, privacy_table, sample_privacy
+from frd.classification.mixup import MixedSamples, inverse_mixup, mixup
+from frd.classification.privacy import inverse_sources, mixup_sources, privacy_table, sample_privacy
 from frd.errors import FrdError
 
 

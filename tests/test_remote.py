@@ -8,9 +8,9 @@ import time
 import pandas as pd
 import pytest
 
-from classification.methods import cls_config
-from classification.remote import participant_reply, resolved, run_remote
-from classification.runner import run_seed
+from frd.classification.methods import cls_config
+from frd.classification.remote import participant_reply, resolved, run_remote
+from frd.classification.runner import run_seed
 from frd.remote import TRANSPORT_COLUMNS
 
 RTOL = 1e-5

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-import classification.runner
+import frd.classification.runner
 import frd.rl.runner
-from classification.methods import cls_config
-from classification.runner import run_seed
+from frd.classification.methods import cls_config
+from frd.classification.runner import run_seed
 from frd.errors import FrdError
 from frd.payload import FLOAT_BITS, PIXEL_BITS, Payload, index_bits
 from frd.rl.config import rl_config
@@ -83,7 +83,7 @@ def through_the_wire(monkeypatch):
         def finish_round(self):
             self.exchange.finish_round()
 
-    for module in (classification.runner, frd.rl.runner):
+    for module in (frd.classification.runner, frd.rl.runner):
         original = module.run_round
         monkeypatch.setattr(module, "run_round", lambda exchange, *a, _o=original, **k: _o(Wired(exchange), *a, **k))
     return kinds

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from classification.config import PAPER, ClsConfig
-from classification.methods.base import GLOBAL, Method
-from classification.methods.fd import FederatedDistillation
-from classification.methods.feddualmatch import FedDM, FedDualMatch
-from classification.methods.fl import FedAvg
-from classification.methods.fld import FederatedLearningAfterDistillation, Mix2FLD, MixFLD
+from frd.classification.config import PAPER, ClsConfig
+from frd.classification.methods.base import GLOBAL, Method
+from frd.classification.methods.fd import FederatedDistillation
+from frd.classification.methods.feddualmatch import FedDM, FedDualMatch
+from frd.classification.methods.fl import FedAvg
+from frd.classification.methods.fld import FederatedLearningAfterDistillation, Mix2FLD, MixFLD
 from frd.errors import FrdError
 from frd.options import build_options
 

@@ -15,9 +15,9 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector
 
-from classification.config import ClsConfig
-from classification.context import RunContext
-from classification.training import per_device_cross_entropy
+from frd.classification.config import ClsConfig
+from frd.classification.context import RunContext
+from frd.classification.training import per_device_cross_entropy
 from frd.exchange import Exchange, broadcast
 from frd.options import NoOptions
 from frd.payload import FLOAT_BITS, Payload

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from classification.context import RunContext
-from classification.methods.base import Method
+from frd.classification.context import RunContext
+from frd.classification.methods.base import Method
 from frd.options import at_least
 from frd.payload import FLOAT_BITS, Payload
 

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 from torch.nn.utils import vector_to_parameters
 
-from classification.context import RunContext
-from classification.methods.base import Method, load_weights
+from frd.classification.context import RunContext
+from frd.classification.methods.base import Method, load_weights
 from frd.exchange import broadcast
 from frd.payload import FLOAT_BITS, Payload
 

@@ -1,7 +1,7 @@
 """FLD, MixFLD and Mix2FLD [seeds 001 and 003]: outputs up as in FD, weights down as in FL.
 
 Once, before round 1 (round 0 of the ledger), every device uploads ``n_mix`` seed samples: FLD
-raw samples, MixFLD and Mix2FLD mixed-up ones (:func:`classification.mixup.mixup`). The Mix2FLD
+raw samples, MixFLD and Mix2FLD mixed-up ones (:func:`frd.classification.mixup.mixup`). The Mix2FLD
 server turns the mixed samples it received into ``n_inv`` hard-labelled ones by inverse-Mixup.
 Each round the devices train locally on cross-entropy and upload their per-label mean outputs
 (FD's bookkeeping); the server averages them per label over the uploads that arrived, runs
@@ -31,11 +31,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from classification.context import RunContext
-from classification.data import Dataset
-from classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
-from classification.methods.fd import OutputRecorder, leave_one_out_teachers
-from classification.mixup import MixedSamples, inverse_mixup, mirrored_label_pairs, mixup
+from frd.classification.context import RunContext
+from frd.classification.data import Dataset
+from frd.classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
+from frd.classification.methods.fd import OutputRecorder, leave_one_out_teachers
+from frd.classification.mixup import MixedSamples, inverse_mixup, mirrored_label_pairs, mixup
 from frd.errors import FrdError
 from frd.exchange import Exchange
 from frd.options import at_least, positive

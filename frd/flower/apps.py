@@ -131,7 +131,7 @@ class FlowerBackend:
 
     def iter_cls(self, work: Sequence[tuple[Any, int]], data: Any,
                  on_round: Callable[[], object] = lambda: None) -> Iterator[tuple[int, Tables]]:
-        from classification.remote import run_remote
+        from frd.classification.remote import run_remote
 
         for i, (config, seed) in enumerate(work):
             yield i, run_remote(config, seed, data, self.link, on_round)
@@ -157,7 +157,7 @@ def main(grid: Grid, context: Context) -> None:
 
         run_rl(config, out, progress=False, backend=FlowerBackend(FlowerLink(grid, config.agents)))
     else:
-        from classification.runner import run_experiment as run_cls
+        from frd.classification.runner import run_experiment as run_cls
 
         run_cls(config, out, progress=False, backend=FlowerBackend(FlowerLink(grid, config.devices)))
 
@@ -173,7 +173,7 @@ def _participant(context: Context) -> tuple[int, int]:
 @lru_cache(maxsize=2)
 def _load(dataset: str, data_dir: str | None, download: bool, test_fraction: float, split_seed: int) -> Any:
     """The node's own copy of the data (a simulated node's process may serve many messages)."""
-    from classification.data import load_dataset
+    from frd.classification.data import load_dataset
 
     return load_dataset(dataset, data_dir, download=download, test_fraction=test_fraction, split_seed=split_seed)
 
@@ -195,7 +195,7 @@ def step(message: Message, context: Context) -> Message:
         reply, history = agent_reply(config, participant, request, cast(list[bytes], kept or []))
         context.state[key] = ConfigRecord({"state": history})
     else:
-        from classification.remote import participant_reply, resolved
+        from frd.classification.remote import participant_reply, resolved
 
         assert kept is None or isinstance(kept, bytes)
         data = _load(config.dataset, config.data_dir, config.download, config.test_fraction, config.split_seed)

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from classification import cli as cls_cli
-from classification.data import load_dataset
-from classification.runner import build_run
+from frd.classification import cli as cls_cli
+from frd.classification.data import load_dataset
+from frd.classification.runner import build_run
 from frd.errors import FrdError
 from frd.flower import require_flwr
 from frd.flower.launch import (

@@ -6,10 +6,10 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from agents.spec import AgentSpec
-from classification.config import ClsConfig
-from classification.methods import COMMON_FIELDS as CLS_FIELDS
-from classification.methods import cls_config
+from frd.agents.spec import AgentSpec
+from frd.classification.config import ClsConfig
+from frd.classification.methods import COMMON_FIELDS as CLS_FIELDS
+from frd.classification.methods import cls_config
 from frd.rl.config import COMMON_FIELDS as RL_FIELDS
 from frd.rl.config import RLConfig
 from frd.rl.methods import get_method

@@ -28,13 +28,13 @@ if TYPE_CHECKING:
 
 EVERY = 600.0
 """Seconds between two checkpoints of a batch [ours: a few seconds of pickling per 10 minutes]."""
-PACKAGES = ("frd", "agents", "envs")
-"""The sources a batch's results depend on."""
+ENGINE_EXCLUDES = ("frd/classification",)
+"""The sources a batch's results do not depend on: all of ``frd`` but classification counts."""
 
 
 def code_hash() -> str:
     """A hash of every Python source of the engine's packages."""
-    return source_hash(PACKAGES)
+    return source_hash(exclude=ENGINE_EXCLUDES)
 
 
 class BatchCheckpoint:

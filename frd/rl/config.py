@@ -6,11 +6,11 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
-from agents.a2c import A2CConfig, for_env, recipe
-from agents.spec import AgentSpec, agent_configs, parse_agent_spec
-from agents.stacked import ACTIVATIONS
-from envs.lanes import check_env_id
+from frd.agents.a2c import A2CConfig, for_env, recipe
+from frd.agents.spec import AgentSpec, agent_configs, parse_agent_spec
+from frd.agents.stacked import ACTIVATIONS
 from frd.channel import check_channel
+from frd.envs.lanes import check_env_id
 from frd.errors import FrdError
 from frd.options import build_options, options_key
 from frd.results import ResumeKey
@@ -43,7 +43,7 @@ class RLConfig:
     recipe: str = "nstep"          # A2C recipe: nstep (default) or rlcode
     hidden: int = 64               # hidden width h of actor and critic
     activation: str = "tanh"       # hidden activation
-    agent_spec: tuple[AgentSpec, ...] = ()  # per-agent width, lr, recipe, cycled over the agents (agents.spec)
+    agent_spec: tuple[AgentSpec, ...] = ()  # per-agent width, lr, recipe, cycled over the agents (frd.agents.spec)
     init: str = "shared"           # initial weights shared by the agents of one architecture, or separate
     channel: str = "ideal"         # channel model of every transfer (frd.channel.CHANNELS)
     channel_options: tuple = ()    # (name, value) overrides of the channel's parameters
@@ -52,7 +52,7 @@ class RLConfig:
 
     def agent_configs(self) -> list[A2CConfig]:
         """Each agent's A2C config: its ``agent_spec`` entry over the common recipe, width and
-        activation, as it trains on this env (``agents.a2c.for_env``)."""
+        activation, as it trains on this env (``frd.agents.a2c.for_env``)."""
         return [for_env(c, self.env_id) for c in agent_configs(self.agent_spec, self.agents, self.recipe,
                                                                  self.hidden, self.activation)]
 

@@ -11,8 +11,8 @@ states follow its own place (``row_periods``). Inside a run the lanes still go s
 together, because an episode's end can stop the run's other lanes (the first agent to complete
 ends an ``until first`` run).
 
-Every lane does exactly the lockstep step's arithmetic (the same ``agents.kernel`` and
-``envs.lanes._cartpole_step`` functions on the same arrays), and an episode's end takes the same
+Every lane does exactly the lockstep step's arithmetic (the same ``frd.agents.kernel`` and
+``frd.envs.lanes._cartpole_step`` functions on the same arrays), and an episode's end takes the same
 decision as ``RLBatch._end_episode``: completed (mission window), capped, or at the exchange
 barrier. The episodes are returned as events that the runner records in lockstep order and
 checks against its own decisions, so a run's tables are bit for bit the lockstep ones (tested).
@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from agents import kernel
-from envs.lanes import _cartpole_step
+from frd.agents import kernel
+from frd.envs.lanes import _cartpole_step
 
 GOES_ON, COMPLETED, CAPPED, AT_BARRIER = 0, 1, 2, 3
 """What an episode's end did to its lane."""

@@ -32,8 +32,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from envs.lanes import check_env_id
 from frd.channel import make_channel
+from frd.envs.lanes import check_env_id
 from frd.errors import FrdError
 from frd.exchange import run_round
 from frd.payload import Payload

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from agents import kernel
-from agents.grouped import GroupedPopulation
-from envs.lanes import RESET_BLOCK, CartPoleLanes, make_lanes
+from frd.agents import kernel
+from frd.agents.grouped import GroupedPopulation
 from frd.channel import make_channel
+from frd.envs.lanes import RESET_BLOCK, CartPoleLanes, make_lanes
 from frd.exchange import run_round
 from frd.ledger import Ledger
 from frd.results import run_id

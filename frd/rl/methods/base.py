@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
-from agents.grouped import Population
+from frd.agents.grouped import Population
 from frd.options import NoOptions
 from frd.payload import Payload
 

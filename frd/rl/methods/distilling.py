@@ -8,7 +8,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
-from agents.a2c import distill_passes
+from frd.agents.a2c import distill_passes
 from frd.options import at_least, positive
 from frd.payload import FLOAT_BITS, Array, Payload
 from frd.rl.methods.base import RoundContext, RunSetup, Strategy

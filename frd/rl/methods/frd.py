@@ -8,7 +8,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from envs.grid import StateGrid, grid_for
+from frd.envs.grid import StateGrid, grid_for
 from frd.options import at_least
 from frd.payload import FLOAT_BITS, Payload, index_bits
 from frd.rl.methods.base import RunSetup
