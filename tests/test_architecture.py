@@ -111,5 +111,5 @@ def test_study_grids_build_a_config_for_every_method():
 def test_help_shows_each_option_with_its_docstring_and_methods(capsys):
     assert main(["rl", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "[frd, mixfrd] S: intervals per observation dimension [seed 001: 30]. (default 30)" in text
+    assert "[frd, mixfrd] S: intervals per observation dimension [Seo et al. 2022, §4: 30]. (default 30)" in text
     assert "--frl-critic [yes|no]" in text and "[pd, frd, mixfrd] Exactly this many minibatches" in text

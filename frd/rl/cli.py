@@ -36,7 +36,7 @@ def add_common_arguments(p: argparse.ArgumentParser, scale_out: bool = True) -> 
     p.add_argument("--max-episodes", type=int, default=d.max_episodes, help="episode cap per agent")
     p.add_argument("--period", type=int, default=d.period, help="episodes between exchange rounds")
     p.add_argument("--target", type=float, default=None, help="mission score (default: the env's: CartPole-v1 490 "
-                   "[seed], else gymnasium's reward threshold, e.g. Acrobot-v1 -100, LunarLander-v3 200)")
+                   "[Seo et al. 2022, §4], else gymnasium's reward threshold, e.g. Acrobot-v1 -100, LunarLander-v3 200)")
     p.add_argument("--window", type=int, default=d.window, help="episodes in the mission average")
     p.add_argument("--until", default=d.until, help="a run ends when the first agent completes (first) or every "
                    "agent does (all: runs.csv then has the slowest and the median agent's episodes)")

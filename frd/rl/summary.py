@@ -15,8 +15,8 @@ BASELINE = "independent"
 
 
 def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per method (and agent count) with the figures of SPEC §1, plus the IQM of the
-    mission episodes and, where ``independent`` ran too, the probability that the method needs
+    """One row per method (and agent count) with the mission-time and payload figures of [Seo et al. 2022, §4],
+    plus the IQM of the mission episodes and, where ``independent`` ran too, the probability that the method needs
     fewer episodes than independent agents, each with a 95 % stratified-bootstrap interval."""
     rows = []
     for (method, agents), g in runs.groupby(["method", "n_agents"], sort=False):
