@@ -6,7 +6,7 @@ Ours: ``frd rl --agents 2 --seeds N`` as a child process, timed as a whole (inte
 imports, numba cache load, every run to its mission or cap, writing the tables and plots), in
 wall seconds and the child's CPU seconds. SB3: A2C with the rl-zoo CartPole settings, one
 agent-seed after another in this process, each until the mean of its latest 10 episodes
-reaches 490 (SPEC §1) or ``--sb3-cap`` env steps. ``frd`` needs N runs × 2 agents = 2N agent
+reaches 490 [Seo et al. 2022, §4] or ``--sb3-cap`` env steps. ``frd`` needs N runs × 2 agents = 2N agent
 missions; when ``--sb3-agents`` is below 2N the SB3 total is extrapolated from its mean
 per agent (said so in the table). ``--csv`` appends the table to a tidy CSV
 (``benchmarks/results/mission_cli.csv``) tagged with the commit, ``--variant`` and a repeat number.
