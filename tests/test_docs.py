@@ -74,3 +74,14 @@ def test_the_readme_headlines_equal_the_csvs():
     assert f"{ratios.min():.0f}–{ratios.max():.0f}× more CartPole env steps" in text
     mission = pd.read_csv(RESULTS / "mission_cli.csv")["ratio_cpu"]
     assert f"{mission.min():.0f}–{mission.max():.0f}× less CPU time" in text
+
+
+def test_the_sb3_report_table_equals_the_csv():
+    text = (REPO / "benchmarks" / "reports" / "throughput-sb3.md").read_text()
+    rows = pd.read_csv(RESULTS / "throughput.csv").query("variant == 'borrowed'")
+    for runner, lanes in (("SB3 A2C (8 envs)", 8), ("frd population", 8), ("frd population", 64), ("frd population", 256)):
+        cell = rows[(rows["runner"] == runner) & (rows["lanes"] == lanes)]
+        rates = f"{_q(cell['steps_per_cpu_s'].min())}–{_q(cell['steps_per_cpu_s'].max())}"
+        assert f"| {runner} | {lanes} | {rates} |" in text
+        if runner != "SB3 A2C (8 envs)":
+            assert f"{cell['ratio_cpu'].min():.1f}–{cell['ratio_cpu'].max():.1f}×" in text
