@@ -7,7 +7,8 @@ is a prompt; a line ending in ``\\`` continues on the next; ``#`` starts a comme
 ``/frd``, or ``python -m frd``), at the start of a line or after ``--`` (``ray job submit … --
 frd …``); ``make …`` lines are left to the Makefile. ``...`` stands for flags left out: it is
 dropped, and ``--out OUT`` is supplied where no ``--out`` is given (the one flag a run cannot
-do without); a bare ``frd ...`` (no subcommand) is not a command. Parsing alone, nothing runs.
+do without); a bare ``frd ...`` (no subcommand) is not a command. A shell loop's variable
+(``for S in 5 10; do``) stands for each of its values. Parsing alone, nothing runs.
 
 The Python examples are the ```python blocks that ``import frd``; each runs in a fresh namespace
 with a temporary folder as the working directory, so its ``results/…`` folders land there.
@@ -38,9 +39,16 @@ def code_blocks(text: str) -> list[tuple[str, str]]:
             for m in re.finditer(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", text, re.MULTILINE | re.DOTALL)]
 
 
+LOOP = re.compile(r"^\s*for (\w+) in ([^;]+); do\s*$", re.MULTILINE)
+"""A shell loop's head, ``for VAR in VALUES; do``."""
+
+
 def _logical_lines(body: str) -> list[str]:
-    """Lines with ``\\`` continuations joined and a leading ``$ `` prompt removed."""
+    """Lines with ``\\`` continuations joined and a leading ``$ `` prompt removed; a loop's body once
+    per value of its variable."""
     joined = re.sub(r"\\\n", " ", body)
+    for name, values in LOOP.findall(joined):
+        joined = "\n".join(re.sub(rf"\$\{{?{name}\b\}}?", value, joined) for value in values.split())
     return [line.strip().removeprefix("$ ") for line in joined.splitlines() if line.strip()]
 
 
