@@ -95,7 +95,7 @@ def log_run(logdir: Path, key: Mapping[str, Any], tables: Mapping[str, pd.DataFr
     metrics = {f"run/{name}": float(run[name]) for name in SUMMARY_METRICS if name in run.index}
     with SummaryWriter(str(folder)) as writer:
         writer.add_text("config", f"**{method}, seed {seed}**\n\n```json\n{json.dumps(config, indent=2)}\n```", 0)
-        for summary in hparams(_flat(config), metrics):
+        for summary in hparams(_flat(config), metrics):  # into this run's file: add_hparams opens a timestamped sub-run
             writer._get_file_writer().add_summary(summary)
         for tag, value in metrics.items():
             writer.add_scalar(tag, value, 0)
