@@ -16,6 +16,7 @@ from frd.classification.report import cls_table, summarize
 from frd.classification.runner import run_experiment
 from frd.options import add_option_flags, given_options
 from frd.results import ResultStore
+from frd.tensorboard import add_tensorboard_flag
 
 DEFAULTS = ClsConfig()
 
@@ -26,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "Mix2FLD letter's values (MNIST, 10 × 500 samples, 16 rounds × 400 iterations).")
     add_experiment_arguments(p, "results/cls/<method>-<dataset>-<partition>")
     add_backend_arguments(p)
+    add_tensorboard_flag(p)
     p.set_defaults(run=run)
 
 
@@ -85,7 +87,8 @@ def default_out(config: ClsConfig, folder: str = "cls") -> Path:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     out = Path(args.out) if args.out else default_out(config)
-    report(config, run_experiment(config, out, progress=not args.no_progress, backend=backend_from_args(args)))
+    report(config, run_experiment(config, out, progress=not args.no_progress, backend=backend_from_args(args),
+                                  tensorboard=args.tensorboard))
     return 0
 
 

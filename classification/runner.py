@@ -22,6 +22,7 @@ from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
 from frd.results import ResultStore, run_id
 from frd.seeding import Stream, derive_seed
+from frd.tensorboard import live_logger
 
 ROUND_COLUMNS = ["run_id", "seed", "round", "phase", "device", "iteration", "accuracy", "loss", "compute_s",
                  "comm_s"]
@@ -102,13 +103,15 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[],
 
 
 def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True,
-                   backend: ClsBackend = LOCAL) -> ResultStore:
+                   backend: ClsBackend = LOCAL, tensorboard: str | Path | None = None) -> ResultStore:
     """Every seed of ``config`` not already finished in ``out_dir``, on ``backend``; results are
     saved per seed.
 
     The dataset, partition, model and method are built and checked (on seed 0) before the
     results folder is touched, so a fixable error leaves nothing behind that blocks the rerun.
+    ``tensorboard``: also write each finished seed's events there (``frd.tensorboard``).
     """
+    log = live_logger(tensorboard)
     data = load_dataset(config.dataset, config.data_dir, download=config.download,
                         test_fraction=config.test_fraction, split_seed=config.split_seed)
     torch.set_num_threads(config.threads)
@@ -121,6 +124,7 @@ def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True
                       desc=f"{config.method} on {config.dataset}") as bar:
                 for _, tables in backend.iter_cls([(config, seed) for seed in todo], data, bar.update):
                     store.save_run(tables)
+                    log(store, tables)
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished seed
     return store

@@ -9,7 +9,7 @@ from typing import Callable, NoReturn, Sequence
 
 from frd.errors import FrdError
 
-COMMAND_MODULES = ("frd.rl.cli", "frd.classification.cli", "frd.flower.cli")
+COMMAND_MODULES = ("frd.rl.cli", "frd.classification.cli", "frd.flower.cli", "frd.tensorboard")
 """Modules with ``register(subparsers)``, each adding subcommands that ``set_defaults(run=...)``."""
 
 

@@ -16,6 +16,7 @@ from frd.rl.config import RLConfig, rl_config
 from frd.rl.experiment import run_experiment
 from frd.rl.methods import RL_METHODS
 from frd.rl.summary import rl_table
+from frd.tensorboard import add_tensorboard_flag
 
 COMMON_FLAGS = ("env_id", "agents", "seeds", "first_seed", "hidden", "activation", "recipe", "agent_spec", "init",
                 "max_episodes", "period", "target", "window", "until", "channel", "channel_options", "threads")
@@ -51,6 +52,7 @@ def add_common_arguments(p: argparse.ArgumentParser, scale_out: bool = True) -> 
         p.add_argument("--single-agent-reference", action="store_true",
                        help="also run one independent agent per seed (in OUT/single-agent) and show its row")
         add_backend_arguments(p)
+        add_tensorboard_flag(p)
     add_option_flags(p, RL_METHODS)
 
 
@@ -62,7 +64,8 @@ def config_from_args(args: argparse.Namespace, methods: tuple[str, ...] | str) -
 
 def _run(args: argparse.Namespace, methods: tuple[str, ...] | str) -> int:
     summary = run_experiment(config_from_args(args, methods), args.out, progress=not args.no_progress,
-                             single_agent_reference=args.single_agent_reference, backend=backend_from_args(args))
+                             single_agent_reference=args.single_agent_reference, backend=backend_from_args(args),
+                             tensorboard=args.tensorboard)
     print_summary(summary, args.out)
     return 0
 
