@@ -7,6 +7,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from frd.classification.methods import GLOBAL
+from frd.results import save_figure
 from frd.stats import quartiles
 
 
@@ -47,4 +48,4 @@ def plot_accuracy(rounds: pd.DataFrame, path: str | Path, title: str) -> None:
     ax.set(xlabel="local iterations", ylabel="test accuracy", title=f"{title} — median of {seeds} seed(s)")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, Path(path))

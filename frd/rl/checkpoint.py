@@ -14,13 +14,12 @@ sources) for the same experiment, and holds every run still to do.
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from frd.results import source_hash
+from frd.results import atomic_write, source_hash
 from frd.rl.config import RLConfig
 
 if TYPE_CHECKING:
@@ -60,11 +59,13 @@ class BatchCheckpoint:
         """Save ``batch`` if the last save is ``every`` seconds old (call it at a safe point)."""
         if time.monotonic() - self.last < self.every:
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
         runs = [(run.method, run.seed) for run in batch.runs]
-        with tmp.open("wb") as f:
-            pickle.dump({"key": self.key, "runs": runs, "batch": batch}, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, self.path)
+        saved = {"key": self.key, "runs": runs, "batch": batch}
+
+        def write(tmp: Path) -> None:  # streamed: a batch can be large
+            with tmp.open("wb") as f:
+                pickle.dump(saved, f, protocol=pickle.HIGHEST_PROTOCOL)
+        atomic_write(self.path, write)
         self.last = time.monotonic()
 
     def clear(self) -> None:
