@@ -15,6 +15,7 @@ holds the resolved config and the resume key.
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import io
 import json
@@ -110,8 +111,9 @@ def atomic_write_all(writes: Mapping[Path, Callable[[Path], object]]) -> None:
         for tmp in temporary.values():
             with suppress(OSError):
                 tmp.unlink(missing_ok=True)
-        raise FrdError(f"cannot write {current}: {exc.strerror or exc}; the finished runs are kept: free some space "
-                       "(or choose another --out) and rerun the same command") from None
+        fix = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that (or choose another --out)"
+        raise FrdError(f"cannot write {current}: {exc.strerror or exc}; the finished runs are kept: {fix} "
+                       "and rerun the same command") from None
 
 
 def atomic_write(path: Path, write: Callable[[Path], object]) -> None:

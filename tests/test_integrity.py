@@ -52,8 +52,11 @@ def _alter(path: Path) -> None:
     path.write_text(text[:at] + "2" + text[at + 1:])
 
 
-DAMAGES = {"truncated": (_truncate, "is truncated or altered"), "altered": (_alter, "is truncated or altered"),
-           "missing": (Path.unlink, "is missing")}
+PART = "parts/episodes/independent-seed0.csv"
+CHANGED = "is truncated or altered (its sha256 differs from its manifest's)"
+DAMAGES = {"truncated": (PART, _truncate, CHANGED), "altered": (PART, _alter, CHANGED),
+           "missing": (PART, Path.unlink, "is missing"),
+           "manifest": ("parts/manifest/independent-seed0.json", _truncate, "is damaged")}
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
@@ -61,11 +64,10 @@ def test_a_damaged_rl_part_is_named_and_its_run_redone_to_the_same_tables(damage
     args = [*RL, "--seeds", "3"]
     assert _run(args, tmp_path, capsys) == (0, [])
     episodes, runs = (tmp_path / "episodes.csv").read_bytes(), _table(tmp_path, "runs")
-    damage_part, notice = DAMAGES[damage]
-    damage_part(tmp_path / "parts" / "episodes" / "independent-seed0.csv")
+    where, damage_file, notice = DAMAGES[damage]
+    damage_file(tmp_path / where)
     code, err = _run(args, tmp_path, capsys)
-    assert code == 0 and err == [f"frd: independent-seed0 is run again: parts/episodes/independent-seed0.csv {notice}"
-                                 + (" (its sha256 differs from its manifest's)" if damage != "missing" else "")]
+    assert code == 0 and err == [f"frd: independent-seed0 is run again: {where} {notice}"]
     assert (tmp_path / "episodes.csv").read_bytes() == episodes  # 721 rows of ints in the issue, not 643 of floats
     pd.testing.assert_frame_equal(_table(tmp_path, "runs"), runs)
     assert _run(args, tmp_path, capsys) == (0, []), "verified again: nothing left to redo"
@@ -162,10 +164,10 @@ def _site(path: Path, out: Path) -> str:
 
 class FullDisk:
     """``open`` for writing under ``out`` records its site, and at the first open of ``site``
-    leaves a partial file and raises ENOSPC, as a full disk does."""
+    leaves a partial file and raises ENOSPC (or ``error``), as a full disk does."""
 
-    def __init__(self, out: Path, site: str | None) -> None:
-        self.out, self.site, self.seen, self.failed = out, site, [], False
+    def __init__(self, out: Path, site: str | None, error: int = errno.ENOSPC) -> None:
+        self.out, self.site, self.error, self.seen, self.failed = out, site, error, [], False
         self.real = builtins.open
 
     def __call__(self, file, mode="r", *args, **kwargs):
@@ -177,7 +179,7 @@ class FullDisk:
                 self.failed = True
                 with self.real(path, "wb") as partial:
                     partial.write(b"run_id,")
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+                raise OSError(self.error, os.strerror(self.error), str(path))
         return self.real(file, mode, *args, **kwargs)
 
 
@@ -223,7 +225,7 @@ def test_a_full_disk_at_any_write_site_leaves_a_consistent_folder_and_one_line(s
     monkeypatch.setattr(io, "open", disk.real)
     assert disk.failed and code == 2 and len(err) == 1, err
     assert err[0].startswith(f"frd: error: cannot write {out}/")
-    assert "No space left on device; the finished runs are kept" in err[0]
+    assert err[0].endswith("No space left on device; the finished runs are kept: free some space and rerun the same command")
     assert not list(out.rglob("*.tmp")), "no partial file is left behind"
     assert (out / "config.json").read_bytes() == (before / "config.json").read_bytes()
     for name in ("episodes", "ledger", "runs", "provenance", "rounds"):  # each table as it was, or as it becomes
@@ -237,16 +239,20 @@ def test_a_full_disk_at_any_write_site_leaves_a_consistent_folder_and_one_line(s
         pd.testing.assert_frame_equal(_table(out, name), _table(after, name))
 
 
-def test_a_full_disk_on_a_new_folder_or_a_classification_plot_is_one_line(tmp_path, capsys, monkeypatch):
-    for site, args, out in (("config.json", [*GROWN, "--seeds", "1"], tmp_path / "new"),
-                            ("accuracy.png", CLS, tmp_path / "cls")):
-        disk = FullDisk(out, site)
+def test_a_full_disk_on_a_new_folder_a_classification_plot_or_another_error_is_one_line(tmp_path, capsys, monkeypatch):
+    for site, error, args, out in (("config.json", errno.ENOSPC, [*GROWN, "--seeds", "1"], tmp_path / "new"),
+                                   ("accuracy.png", errno.ENOSPC, CLS, tmp_path / "cls"),
+                                   ("parts/runs", errno.EIO, [*GROWN, "--seeds", "1"], tmp_path / "io")):
+        disk = FullDisk(out, site, error)
         monkeypatch.setattr(builtins, "open", disk)
         monkeypatch.setattr(io, "open", disk)
         code, err = _run(args, out, capsys)
         monkeypatch.undo()
-        assert disk.failed and code == 2 and len(err) == 1 and "No space left on device" in err[0], err
+        assert disk.failed and code == 2 and len(err) == 1 and os.strerror(error) in err[0], err
         assert not list(out.rglob("*.tmp"))
     assert not (tmp_path / "new" / "config.json").exists()
     assert set(pd.read_csv(tmp_path / "cls" / "runs.csv")["run_id"]) == {"fl-seed0", "fl-seed1"}
     assert not (tmp_path / "cls" / "accuracy.png").exists()
+    assert err[0].endswith("Input/output error; the finished runs are kept: fix that (or choose another --out) and rerun "
+                           "the same command")
+    assert not (tmp_path / "io" / "runs.csv").exists() and not (tmp_path / "io" / "parts" / "manifest").exists()
