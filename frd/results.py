@@ -138,24 +138,24 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _well_formed(path: Path, rid: str) -> bool:
-    """What a part written before manifests shows of its integrity: whole lines, each with the
-    header's fields, and only its own run's rows."""
+def _rows_if_well_formed(path: Path, rid: str) -> int | None:
+    """The rows of a part written before manifests, if it shows no damage: whole lines, each
+    with the header's fields, and only its own run's rows (None: damaged)."""
     text = path.read_text()
     rows = list(csv.reader(io.StringIO(text)))
     if not rows or not text.endswith("\n") or any(len(row) != len(rows[0]) for row in rows):
-        return False
-    if "run_id" not in rows[0]:
-        return True
-    column = rows[0].index("run_id")
-    return all(row[column] == rid for row in rows[1:])
+        return None
+    column = rows[0].index("run_id") if "run_id" in rows[0] else None
+    if column is not None and any(row[column] != rid for row in rows[1:]):
+        return None
+    return len(rows) - 1
+
+
+_UNSET = object()
 
 
 def _shown(value: Any) -> str:
     return "unset" if value is _UNSET else json.dumps(value)
-
-
-_UNSET = object()
 
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -297,19 +297,21 @@ class ResultStore:
         tables = [name for name in self._table_names() if (self._parts(name) / f"{rid}.csv").exists()]
         if RUNS_TABLE not in tables:
             return [], f"{self._parts(RUNS_TABLE).relative_to(self.out) / (rid + '.csv')} is missing"
+        rows = {}
         for name in tables:
             part = self._parts(name) / f"{rid}.csv"
             try:
-                if not _well_formed(part, rid):
-                    return [], f"{part.relative_to(self.out)} is truncated or altered (written before manifests)"
-            except (OSError, ValueError) as exc:
+                count = _rows_if_well_formed(part, rid)
+            except (OSError, ValueError, csv.Error) as exc:  # ValueError: not text
                 return [], f"{part.relative_to(self.out)} cannot be read ({exc})"
-        self._write_manifest(rid, {name: pd.read_csv(self._parts(name) / f"{rid}.csv") for name in tables})
+            if count is None:
+                return [], f"{part.relative_to(self.out)} is truncated or altered (written before manifests)"
+            rows[name] = count
+        self._write_manifest(rid, rows)
         return tables, None
 
-    def _write_manifest(self, rid: str, tables: Mapping[str, pd.DataFrame]) -> None:
-        entries = {name: {"rows": len(frame), "sha256": _sha256(self._parts(name) / f"{rid}.csv")}
-                   for name, frame in tables.items()}
+    def _write_manifest(self, rid: str, rows: Mapping[str, int]) -> None:
+        entries = {name: {"rows": count, "sha256": _sha256(self._parts(name) / f"{rid}.csv")} for name, count in rows.items()}
         atomic_write_text(self._manifest(rid), json.dumps({"run_id": rid, "tables": entries}, indent=1))
 
     def save_run(self, tables: Mapping[str, pd.DataFrame]) -> None:
@@ -330,7 +332,7 @@ class ResultStore:
                            "fix the folder or choose another --out") from None
         for name in [t for t in tables if t != RUNS_TABLE] + [RUNS_TABLE]:
             atomic_write_csv(tables[name], self._parts(name) / f"{rid}.csv")
-        self._write_manifest(rid, tables)
+        self._write_manifest(rid, {name: len(frame) for name, frame in tables.items()})
 
     def consolidate(self) -> None:
         """Gather every verified run's parts into ``<table>.csv`` (ordered by run id); a table no
