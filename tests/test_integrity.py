@@ -123,6 +123,18 @@ def test_a_folder_from_before_manifests_is_verified_by_its_parts(damage, tmp_pat
     assert (tmp_path / "parts" / "manifest" / "independent-seed1.json").exists()
 
 
+def test_a_damaged_checkpoint_is_named_and_the_batch_redone_to_the_same_tables(tmp_path, capsys):
+    args = [*RL, "--seeds", "2"]
+    assert _run(args, tmp_path / "clean", capsys)[0] == 0
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "checkpoint.pkl").write_bytes(b"cut off")
+    code, err = _run(args, tmp_path / "damaged", capsys)
+    assert code == 0 and err == [f"frd: {tmp_path / 'damaged' / 'checkpoint.pkl'} is damaged (UnpicklingError); "
+                                 "the batch starts again from its first episode"]
+    assert (tmp_path / "damaged" / "episodes.csv").read_bytes() == (tmp_path / "clean" / "episodes.csv").read_bytes()
+    assert not (tmp_path / "damaged" / "checkpoint.pkl").exists(), "cleared with its batch"
+
+
 @pytest.mark.parametrize("text, message", [
     ('{"config": {"methods": ["indep', r"config.json cannot be read \(Unterminated string .*\): if .* holds this very "
                                        r"experiment, move config.json aside and rerun .*; else use another --out"),
