@@ -12,10 +12,10 @@ from frd.classification.data import DATASETS
 from frd.classification.methods import CLS_METHODS, cls_config
 from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS
-from frd.classification.report import plot_accuracy, summarize
+from frd.classification.report import cls_table, summarize
 from frd.classification.runner import run_experiment
 from frd.options import add_option_flags, given_options
-from frd.results import ResultStore, run_id
+from frd.results import ResultStore
 
 DEFAULTS = ClsConfig()
 
@@ -90,11 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(config: ClsConfig, store: ResultStore) -> None:
-    """The summary of ``config``'s seeds in ``store`` and its accuracy plot."""
-    out = store.out
-    ids = {run_id(config.method, s) for s in range(config.seeds)}
-    runs, rounds, ledger = (store.read(t) for t in ("runs", "rounds", "ledger"))
-    runs, rounds = runs[runs["run_id"].isin(ids)], rounds[rounds["run_id"].isin(ids)]
-    print(summarize(runs, ledger).T.to_string(header=False))
-    plot_accuracy(rounds, out / "accuracy.png", f"{config.method} on {config.dataset} ({config.partition})")
-    print(f"tables, config and accuracy.png in {out}")
+    """Print the summary of ``config``'s seeds in ``store`` (``frd.classification.report.summarize``,
+    which also writes ``summary.csv`` and ``accuracy.png``)."""
+    print(cls_table(summarize(config, store)).T.to_string(header=False))
+    print(f"tables, summary, config and accuracy.png in {store.out}")

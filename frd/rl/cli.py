@@ -15,6 +15,7 @@ from frd.options import add_option_flags, given_options
 from frd.rl.config import RLConfig, rl_config
 from frd.rl.experiment import run_experiment
 from frd.rl.methods import RL_METHODS
+from frd.rl.summary import rl_table
 
 COMMON_FLAGS = ("env_id", "agents", "seeds", "first_seed", "hidden", "activation", "recipe", "agent_spec", "init",
                 "max_episodes", "period", "target", "window", "until", "channel", "channel_options", "threads")
@@ -36,7 +37,7 @@ def add_common_arguments(p: argparse.ArgumentParser, scale_out: bool = True) -> 
     p.add_argument("--max-episodes", type=int, default=d.max_episodes, help="episode cap per agent")
     p.add_argument("--period", type=int, default=d.period, help="episodes between exchange rounds")
     p.add_argument("--target", type=float, default=None, help="mission score (default: the env's: CartPole-v1 490 "
-                   "[seed], else gymnasium's reward threshold, e.g. Acrobot-v1 -100, LunarLander-v3 200)")
+                   "[Seo et al. 2022, §4], else gymnasium's reward threshold, e.g. Acrobot-v1 -100, LunarLander-v3 200)")
     p.add_argument("--window", type=int, default=d.window, help="episodes in the mission average")
     p.add_argument("--until", default=d.until, help="a run ends when the first agent completes (first) or every "
                    "agent does (all: runs.csv then has the slowest and the median agent's episodes)")
@@ -53,13 +54,13 @@ def add_common_arguments(p: argparse.ArgumentParser, scale_out: bool = True) -> 
     add_option_flags(p, RL_METHODS)
 
 
-def config_from_args(args: argparse.Namespace, methods: tuple[str, ...]) -> RLConfig:
+def config_from_args(args: argparse.Namespace, methods: tuple[str, ...] | str) -> RLConfig:
     values = {k: getattr(args, k) for k in COMMON_FLAGS}
     values["channel_options"] = tuple(args.channel_options)
     return rl_config(methods, **values, **given_options(args))
 
 
-def _run(args: argparse.Namespace, methods: tuple[str, ...]) -> int:
+def _run(args: argparse.Namespace, methods: tuple[str, ...] | str) -> int:
     summary = run_experiment(config_from_args(args, methods), args.out, progress=not args.no_progress,
                              single_agent_reference=args.single_agent_reference, backend=backend_from_args(args))
     print_summary(summary, args.out)
@@ -67,9 +68,9 @@ def _run(args: argparse.Namespace, methods: tuple[str, ...]) -> int:
 
 
 def print_summary(summary: pd.DataFrame, out: str) -> None:
-    """One block per method of the summary table."""
+    """One block per method of the numeric summary (``rl_summary``), formatted by ``rl_table``."""
     with pd.option_context("display.width", 250, "display.max_columns", None):
-        for _, row in summary.iterrows():
+        for _, row in rl_table(summary).iterrows():
             print(f"\n== {row['method']} ({row['agents']} agents, {row['runs']} runs) ==")
             print(row.drop(["method", "agents", "runs"]).to_string())
     print(f"\ntables, config and figures in {out}/")
@@ -84,4 +85,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmp = sub.add_parser("compare", help="several exchange methods on the same seeds, one table each")
     cmp.add_argument("--methods", default="frd,pd,frl,independent", help=f"comma-separated, from {names}")
     add_common_arguments(cmp)
-    cmp.set_defaults(run=lambda a: _run(a, tuple(m.strip() for m in a.methods.split(",") if m.strip())))
+    cmp.set_defaults(run=lambda a: _run(a, a.methods))  # rl_config splits the names at commas

@@ -109,11 +109,12 @@ COMMON_FIELDS = frozenset(f.name for f in fields(RLConfig)) - {"options"}
 
 
 def rl_config(methods: tuple[str, ...] | str, **values: Any) -> RLConfig:
-    """An ``RLConfig`` from flat values: common fields by name, and each option to every listed
+    """An ``RLConfig`` from flat values: ``methods`` as names or one comma-separated text
+    (``"frd,independent"``, as ``frd compare --methods`` takes them); common fields by name, and each option to every listed
     method that has it (an option no listed method has is an error naming its methods);
     ``agent_spec`` may be given as its text, e.g. ``"h=32;h=64,lr=3e-4"``; without a ``target``
     (or with None) the env's mission score (``default_target``: CartPole 490, Acrobot −100, …)."""
-    methods = (methods,) if isinstance(methods, str) else tuple(methods)
+    methods = tuple(m.strip() for m in methods.split(",") if m.strip()) if isinstance(methods, str) else tuple(methods)
     for m in methods:
         get_method(m)
     common = {k: v for k, v in values.items() if k in COMMON_FIELDS}

@@ -21,7 +21,8 @@ SINGLE_AGENT = "single-agent"
 
 def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
                    single_agent_reference: bool = False, backend: RLBackend = LOCAL) -> pd.DataFrame:
-    """Run every method × seed not already in ``out_dir``; return the summary table.
+    """Run every method × seed not already in ``out_dir``; return the numeric summary
+    (``frd.rl.summary.rl_summary``: one row per method and agent count, also in ``summary.csv``).
 
     Each run's rows are saved the moment it finishes (on any ``backend``), so an interrupted
     experiment resumes where it stopped when the same command is run again; locally the runs
@@ -60,8 +61,8 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
 
 
 def report(store: ResultStore, config: RLConfig, reference: ResultStore | None = None) -> pd.DataFrame:
-    """Summary table and figures of this config's methods and seeds (a folder may hold more),
-    with the single-agent reference's row last when there is one."""
+    """Numeric summary (saved as ``summary.csv``) and figures of this config's methods and seeds
+    (a folder may hold more), with the single-agent reference's row last when there is one."""
     def mine(frame: pd.DataFrame) -> pd.DataFrame:
         seeds = frame["seed"].between(config.first_seed, config.first_seed + config.seeds - 1)
         return frame[frame["method"].isin(config.methods) & seeds]
