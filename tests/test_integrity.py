@@ -29,6 +29,18 @@ TIMINGS = ("compute_s", "comm_s")
 """Wall-clock columns: the only ones a rerun may change."""
 
 
+def _blank_figure(*args) -> None:
+    """The real figures take most of a tiny run; this one is written the same way."""
+    save_figure(Figure(figsize=(1, 1)), next(a for a in args if isinstance(a, Path)))
+
+
+@pytest.fixture(autouse=True)
+def blank_figures(monkeypatch):
+    """RL figures drawn blank but written as usual (the sites of a full disk are found with the real ones)."""
+    monkeypatch.setattr(experiment, "plot_mission", _blank_figure)
+    monkeypatch.setattr(experiment, "plot_payload", _blank_figure)
+
+
 def _run(args: list[str], out: Path, capsys) -> tuple[int, list[str]]:
     """Exit code and stderr lines of one ``frd`` command into ``out``."""
     capsys.readouterr()
@@ -219,11 +231,6 @@ def grown(tmp_path_factory):
     return before, after, sorted(set(spy.seen))
 
 
-def _blank_figure(*args) -> None:
-    """The real figures take most of a tiny run; this one is written the same way."""
-    save_figure(Figure(figsize=(1, 1)), next(a for a in args if isinstance(a, Path)))
-
-
 def test_the_write_sites_are_all_tested(grown):
     assert tuple(grown[2]) == WRITE_SITES, "a new write site: add it to WRITE_SITES"
 
@@ -235,8 +242,6 @@ def test_a_full_disk_at_any_write_site_leaves_a_consistent_folder_and_one_line(s
     out = tmp_path / "full"
     shutil.copytree(before, out)
     monkeypatch.setattr(checkpoint_module, "EVERY", 0.0)
-    monkeypatch.setattr(experiment, "plot_mission", _blank_figure)
-    monkeypatch.setattr(experiment, "plot_payload", _blank_figure)
     disk = FullDisk(out, site)
     monkeypatch.setattr(builtins, "open", disk)
     monkeypatch.setattr(io, "open", disk)
@@ -267,7 +272,8 @@ def test_a_full_disk_on_a_new_folder_a_classification_plot_or_another_error_is_o
         monkeypatch.setattr(builtins, "open", disk)
         monkeypatch.setattr(io, "open", disk)
         code, err = _run(args, out, capsys)
-        monkeypatch.undo()
+        monkeypatch.setattr(builtins, "open", disk.real)
+        monkeypatch.setattr(io, "open", disk.real)
         assert disk.failed and code == 2 and len(err) == 1 and os.strerror(error) in err[0], err
         assert not list(out.rglob("*.tmp"))
     assert not (tmp_path / "new" / "config.json").exists()
