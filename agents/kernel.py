@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from llvmlite import ir
@@ -77,6 +77,73 @@ class _InTreeLocator(_StampedWithJitSources, caching.InTreeCacheLocator):
 
 class _UserProvidedLocator(_StampedWithJitSources, caching.UserProvidedCacheLocator):
     pass
+
+
+class Dims(NamedTuple):
+    """The shape of a lane's networks: (d, h, h, o) for the actor, (d, h, h, 1) for the critic."""
+
+    d: int
+    h: int
+    o: int
+    relu: bool
+
+
+class Nets(NamedTuple):
+    """Every lane's flat parameters, [L, P] rows laid out as ``StackedMLP.data``."""
+
+    actor: np.ndarray
+    critic: np.ndarray
+
+
+class Adam(NamedTuple):
+    """Every lane's Adam moments ([L, P], as its network) and step count ([L])."""
+
+    actor_m: np.ndarray
+    actor_v: np.ndarray
+    critic_m: np.ndarray
+    critic_v: np.ndarray
+    actor_steps: np.ndarray
+    critic_steps: np.ndarray
+
+
+class Transitions(NamedTuple):
+    """Every lane's rollout, [L, n, …]: the state, the state reached, the action, the reward, whether
+    the episode terminated or ended, and whether the lane took the step (1.0) or not (0.0)."""
+
+    obs: np.ndarray
+    next_obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    done: np.ndarray
+    valid: np.ndarray
+
+
+class ActCache(NamedTuple):
+    """What acting computed for each lane's rollout slot [L, n, …]: the actor's hidden activations
+    and logits, the state it acted on, and whether the slot is still valid (``act_lane``)."""
+
+    h1: np.ndarray
+    h2: np.ndarray
+    logits: np.ndarray
+    obs: np.ndarray
+    ok: np.ndarray
+
+
+class Hyper(NamedTuple):
+    """An update's numbers: discount, value weight, entropy weight, clip norm (≤ 0: off), the two
+    learning rates, Adam's betas and epsilon, and the training reward at a failure (NaN: the env's)."""
+
+    gamma: float
+    value_coef: float
+    entropy_coef: float
+    max_norm: float
+    lr_a: float
+    lr_c: float
+    beta1: float
+    beta2: float
+    eps: float
+    failure_reward: float
 
 
 def one_blas_thread() -> None:
@@ -379,17 +446,14 @@ def forward(params, x, d, h, o, relu):
 
 
 @njit(**JIT)
-def act(params, obs, uniforms, t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-        actions, probs, active):
+def act(params, obs, uniforms, t, dims, cache, actions, probs, active):
     """``act_lane`` for every lane, ``uniforms[lane]`` its draw (``obs`` C-ordered: its rows are borrowed)."""
     for lane in range(obs.shape[0]):
-        act_lane(lane, params, obs, uniforms[lane], t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs,
-                 cache_ok, actions, probs, active[lane])
+        act_lane(lane, params, obs, uniforms[lane], t, dims, cache, actions, probs, active[lane])
 
 
 @njit(**JIT)
-def act_lane(lane, params, obs, uniform, t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-             actions, probs, active):
+def act_lane(lane, params, obs, uniform, t, dims, cache, actions, probs, active):
     """If ``active``: the lane's actor forward on ``obs[lane]``, softmax, one inverse-CDF draw of ``uniform``.
 
     The activations are kept in slot ``t`` of the caches so that the update, which uses the
@@ -397,6 +461,8 @@ def act_lane(lane, params, obs, uniform, t, d, h, o, relu, cache_h1, cache_h2, c
     that does not step (waiting at a barrier, or done) gets action 0 and zero probabilities, and
     its slot is marked stale: its step is not a valid one, so nothing it would have drawn is used.
     """
+    d, h, o, relu = dims
+    cache_h1, cache_h2, cache_logits, cache_obs, cache_ok = cache
     if not active:
         cache_ok[lane, t] = False
         actions[lane] = 0
@@ -457,22 +523,15 @@ def learn_scratch(T, d, h, A, Pa, Pc):
 
 
 @njit(**JIT)
-def learn(T, d, h, A, relu,
-          pa, pc, ma, va, mc, vc, steps_a, steps_c,
-          obs, next_obs, actions, rewards, terminated, done, valid,
-          cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-          gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, grads_a, grads_c):
+def learn(T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_c):
     """One n-step A2C update of every lane from its first ``T`` stored steps (``learn_lane``).
 
     ``grads_a``/``grads_c``: [L, P] arrays to receive the clipped gradients *instead* of the
     Adam step (for tests), or empty [0, 0] arrays for a normal update.
     """
-    scratch = learn_scratch(T, d, h, A, pa.shape[1], pc.shape[1])
-    for lane in range(obs.shape[0]):
-        learn_lane(lane, T, d, h, A, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
-                   obs, next_obs, actions, rewards, terminated, done, valid,
-                   cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-                   gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, grads_a, grads_c, scratch)
+    scratch = learn_scratch(T, dims.d, dims.h, dims.o, nets.actor.shape[1], nets.critic.shape[1])
+    for lane in range(rollout.obs.shape[0]):
+        learn_lane(lane, T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_c, scratch)
 
 
 @njit(**JIT)
@@ -485,11 +544,7 @@ def _squares(g):
 
 
 @njit(**JIT)
-def learn_lane(lane, T, d, h, A, relu,
-               pa, pc, ma, va, mc, vc, steps_a, steps_c,
-               obs, next_obs, actions, rewards, terminated, done, valid,
-               cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-               gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, grads_a, grads_c, scratch):
+def learn_lane(lane, T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_c, scratch):
     """One n-step A2C update of ``lane`` from its first ``T`` stored steps (SPEC §1).
 
     Returns bootstrap from V(next state) at the rollout's end and at a truncation, not past a
@@ -497,8 +552,15 @@ def learn_lane(lane, T, d, h, A, relu,
     value_coef·(R − V)² (+ entropy_coef·Σπ log π); its gradient over both networks is clipped
     to ``max_norm`` (≤ 0: off); each network takes a step of its own Adam with the lane's own
     step count. A lane without valid steps is left untouched. Acting's cached slots of the lane
-    are marked stale afterwards (the weights changed).
+    are marked stale afterwards (the weights changed). The bundles are unpacked once, so that the
+    loops run on local names.
     """
+    d, h, A, relu = dims
+    pa, pc = nets
+    ma, va, mc, vc, steps_a, steps_c = adam
+    obs, next_obs, actions, rewards, terminated, done, valid = rollout
+    cache_h1, cache_h2, cache_logits, cache_obs, cache_ok = cache
+    gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, _ = hyper
     Pa, Pc = pa.shape[1], pc.shape[1]
     (ga, gc, states, c_h1, c_h2, c_out, next_values, returns, e_k, dlogits, dvalue, dh1, dh2,
      x1, x1_h1, x1_h2, x1_out) = scratch
@@ -600,13 +662,15 @@ def warm_up() -> float:
     P = d * h + h + h * h + h + h * o + o
     Pc = P - h * o - o + h + 1
     f = np.float32
-    pa, pc = np.zeros((L, P), f), np.zeros((L, Pc), f)
-    caches = (np.zeros((L, n, h), f), np.zeros((L, n, h), f), np.zeros((L, n, o), f), np.zeros((L, n, d), f),
-              np.zeros((L, n), np.bool_))
-    act(pa, np.zeros((L, d), f), np.zeros(L), 0, d, h, o, False, *caches, np.zeros(L, np.int64), np.zeros((L, o), f),
+    dims, nets = Dims(d, h, o, False), Nets(np.zeros((L, P), f), np.zeros((L, Pc), f))
+    cache = ActCache(np.zeros((L, n, h), f), np.zeros((L, n, h), f), np.zeros((L, n, o), f), np.zeros((L, n, d), f),
+                     np.zeros((L, n), np.bool_))
+    act(nets.actor, np.zeros((L, d), f), np.zeros(L), 0, dims, cache, np.zeros(L, np.int64), np.zeros((L, o), f),
         np.ones(L, np.bool_))
-    learn(1, d, h, o, False, pa, pc, np.zeros_like(pa), np.zeros_like(pa), np.zeros_like(pc), np.zeros_like(pc),
-          np.zeros(L, f), np.zeros(L, f), np.zeros((L, n, d), f), np.zeros((L, n, d), f), np.zeros((L, n), np.int64),
-          np.zeros((L, n), f), np.zeros((L, n), np.bool_), np.zeros((L, n), np.bool_), np.ones((L, n), f),
-          *caches, 0.99, 0.5, 0.0, 0.5, 7e-4, 7e-4, 0.9, 0.999, 1e-8, np.zeros((0, 0), f), np.zeros((0, 0), f))
+    adam = Adam(np.zeros((L, P), f), np.zeros((L, P), f), np.zeros((L, Pc), f), np.zeros((L, Pc), f), np.zeros(L, f),
+                np.zeros(L, f))
+    rollout = Transitions(np.zeros((L, n, d), f), np.zeros((L, n, d), f), np.zeros((L, n), np.int64), np.zeros((L, n), f),
+                        np.zeros((L, n), np.bool_), np.zeros((L, n), np.bool_), np.ones((L, n), f))
+    learn(1, dims, nets, adam, rollout, cache, Hyper(0.99, 0.5, 0.0, 0.5, 7e-4, 7e-4, 0.9, 0.999, 1e-8, math.nan),
+          np.zeros((0, 0), f), np.zeros((0, 0), f))
     return time.perf_counter() - start

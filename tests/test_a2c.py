@@ -377,7 +377,7 @@ def test_a_lane_that_stops_mid_rollout_learns_the_same_without_acting_while_stop
         actions, probs = skipping.act(obs, active)
         acted, _ = acting.act(obs)
         if t > 3:
-            assert actions[0] == 0 and not probs[0].any() and not skipping.cache["ok"][0, t]
+            assert actions[0] == 0 and not probs[0].any() and not skipping.cache.ok[0, t]
             acted[0] = 0  # a stopped lane's action only moves the env's discarded next state
         for pop, a in ((skipping, actions), (acting, acted)):
             pop.observe(obs, a, active.astype(np.float32), obs + 1, ended, np.zeros(2, bool),

@@ -238,34 +238,31 @@ class RLBatch:
         recorded here in lockstep order, each checked against the call's own decision."""
         group, cfg, env = self.pop.groups[0], self.config, self.env
         assert isinstance(env, CartPoleLanes)
-        a2c, n, rows, start = group.config, group.config.n_steps, self.rows, self.clock
+        n, rows, start = group.config.n_steps, self.rows, self.clock
         most = self._periods_at_once(n)
         env.reserve_resets(n * most)
         if self.memory is not None:
             self.memory.reserve(n * most)
-            memory = (self.memory.states, self.memory.probs, self.memory.size)
+            memory = fused.MemoryArrays(self.memory.states, self.memory.probs, self.memory.size)
         else:
-            memory = (np.zeros((0, 0, env.obs_dim), np.float32), np.zeros((0, 0, env.n_actions), np.float32),
-                      np.zeros(0, np.int64))
+            memory = fused.MemoryArrays(np.zeros((0, 0, env.obs_dim), np.float32),
+                                        np.zeros((0, 0, env.n_actions), np.float32), np.zeros(0, np.int64))
         # the call stops lanes on its copies; the records below replay that from the arrays as they were
         active, waiting, capped = self.active.copy(), self.waiting.copy(), self.capped.copy()
         finished = np.array([run.finished for run in self.runs])
-        events = len(rows) * n * most
-        tick, lane_of, episode, steps, what = (np.empty(events, np.int64) for _ in range(5))
-        score = np.empty(events)
-        r, ao, co, core = group.rollout, group.actor_opt, group.critic_opt, env.core
-        failure = np.nan if a2c.failure_reward is None else a2c.failure_reward
+        standing = fused.Standing(active, waiting, capped, self.episode, self.recent, self.recent_count, finished,
+                                  self.exchanges)
+        mission = fused.Mission(len(self.agent_ids), float(cfg.target), cfg.max_episodes, cfg.period, cfg.until == "first")
+        room = len(rows) * n * most
+        events = fused.Events(tick=np.empty(room, np.int64), lane=np.empty(room, np.int64),
+                              episode=np.empty(room, np.int64), score=np.empty(room), steps=np.empty(room, np.int64),
+                              what=np.empty(room, np.int64))
         periods = np.empty(len(rows), np.int64)  # each row's, written by the call
-        count = fused.periods(  # type: ignore[call-arg]  # numba's typing of a call this long
-            most, n, len(self.agent_ids), rows, *group.dims, *group.arrays, *group.cache.values(),
-            r.obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done, r.valid,
-            a2c.gamma, a2c.value_coef, a2c.entropy_coef, -1.0 if a2c.max_grad_norm is None else a2c.max_grad_norm,
-            ao.lr, co.lr, ao.betas[0], ao.betas[1], ao.eps, failure,
-            group.draw_uniforms(n * most), core.state, core.steps, np.array(env.constants[:-1], np.float64),
-            env.constants[-1], env.resets, env.next_reset,
-            self.obs, active, waiting, capped, self.score, self.episode, self.env_steps, finished, self.exchanges,
-            self.records, *memory, self.recent, self.recent_count, cfg.target, cfg.max_episodes, cfg.period,
-            cfg.until == "first", tick, lane_of, episode, score, steps, what, periods)
+        count = fused.periods(most, rows, group.dims, group.nets, group.adam, group.rollout.arrays, group.cache,
+                              group.hyper, group.draw_uniforms(n * most), env.kernel_state(),
+                              fused.LaneArrays(self.obs, self.score, self.env_steps, self.records), memory, mission,
+                              standing, events, periods)
+        tick, lane_of, episode, score, steps, what = events
         group.undraw_uniforms(n * (most - periods))
         order = np.lexsort((lane_of[:count], tick[:count]))
         for t, lane, ep, points, taken, decided in zip(*(column[order].tolist() for column in (
