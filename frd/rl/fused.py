@@ -12,10 +12,11 @@ together, because an episode's end can stop the run's other lanes (the first age
 ends an ``until first`` run).
 
 Every lane does exactly the lockstep step's arithmetic (the same ``frd.agents.kernel`` and
-``frd.envs.lanes._cartpole_step`` functions on the same arrays), and an episode's end takes the same
-decision as ``RLBatch._end_episode``: completed (mission window), capped, or at the exchange
-barrier. The episodes are returned as events that the runner records in lockstep order and
-checks against its own decisions, so a run's tables are bit for bit the lockstep ones (tested).
+``frd.envs.lanes._cartpole_step`` functions on the same arrays), and an episode's end is decided by
+the same rule, on the runner's own arrays (``frd.rl.episode_end.end_episode``): completed (mission
+window), capped, or at the exchange barrier. The episodes are returned as events, with what the
+rule did, that the runner records in lockstep order, so a run's tables are bit for bit the
+lockstep ones (tested).
 """
 from __future__ import annotations
 
@@ -26,9 +27,7 @@ from numba import njit
 
 from frd.agents import kernel
 from frd.envs.lanes import _cartpole_step
-
-GOES_ON, COMPLETED, CAPPED, AT_BARRIER = 0, 1, 2, 3
-"""What an episode's end did to its lane."""
+from frd.rl.episode_end import DROPPED, GOES_ON, end_episode
 
 
 class LaneArrays(NamedTuple):
@@ -49,33 +48,6 @@ class MemoryArrays(NamedTuple):
     size: np.ndarray
 
 
-class Mission(NamedTuple):
-    """The numbers of the episode-end rule: lanes per run, the mission's target mean over the
-    window, the episode cap, the episodes between barriers, and whether the first completion ends
-    its run."""
-
-    agents: int
-    target: float
-    max_episodes: int
-    period: int
-    until_first: bool
-
-
-class Standing(NamedTuple):
-    """Where each lane and run stands, as the episode-end rule reads and writes it: per lane,
-    stepping, at the barrier, retired, episodes so far, its latest scores as a ring [L, window] and
-    how many went in; per run, finished, and whether its method exchanges at a barrier."""
-
-    active: np.ndarray
-    waiting: np.ndarray
-    capped: np.ndarray
-    episode: np.ndarray
-    recent: np.ndarray
-    recent_n: np.ndarray
-    finished: np.ndarray
-    exchanges: np.ndarray
-
-
 class Events(NamedTuple):
     """The episode ends a call writes, one entry each: the step (from the call's first), the lane,
     its episode number, score and steps so far, and what the end did (``GOES_ON`` …)."""
@@ -86,55 +58,6 @@ class Events(NamedTuple):
     score: np.ndarray
     steps: np.ndarray
     what: np.ndarray
-
-
-@njit(cache=True, error_model="numpy")
-def _finish_run(first, A, rows, active, waiting, finished, run):
-    finished[run] = True
-    for k in range(A):
-        lane = rows[first + k]
-        active[lane] = False
-        waiting[lane] = False
-
-
-@njit(cache=True, error_model="numpy")
-def _episode_end(lane, first, rows, run, mission, standing):
-    """``RLBatch._end_episode``'s decision for ``lane`` whose episode number is now ``episode[lane]``
-    and whose score was just pushed into ``recent``; returns what it did."""
-    A, target, max_episodes, period, until_first = mission
-    active, waiting, capped, episode, recent, recent_n, finished, exchanges = standing
-    W = recent.shape[1]
-    done = False
-    if recent_n[lane] >= W:
-        total = 0.0  # oldest first, as ``sum`` over ``MissionWindow``'s deque
-        start = recent_n[lane] % W
-        for k in range(W):
-            total += recent[lane, (start + k) % W]
-        done = total / W >= target
-    if done:
-        if until_first:
-            _finish_run(first, A, rows, active, waiting, finished, run)
-        else:
-            _retire(lane, first, A, rows, run, active, waiting, capped, finished)
-        return COMPLETED
-    if episode[lane] >= max_episodes:
-        _retire(lane, first, A, rows, run, active, waiting, capped, finished)
-        return CAPPED
-    if exchanges[run] and episode[lane] % period == 0:
-        waiting[lane] = True
-        active[lane] = False
-        return AT_BARRIER
-    return GOES_ON
-
-
-@njit(cache=True, error_model="numpy")
-def _retire(lane, first, A, rows, run, active, waiting, capped, finished):
-    capped[lane] = True
-    active[lane] = False
-    for k in range(A):
-        if not capped[rows[first + k]]:
-            return
-    _finish_run(first, A, rows, active, waiting, finished, run)
 
 
 @njit(cache=True, error_model="numpy")
@@ -161,7 +84,7 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
     state, env_steps_in_episode, c, max_steps, resets, next_reset = env
     obs, score, env_steps, records = lanes
     memory_states, memory_probs, memory_size = memory
-    active, waiting, capped, episode, recent, recent_n, finished, exchanges = standing
+    active, episode = standing.active, standing.episode
     ev_tick, ev_lane, ev_episode, ev_score, ev_steps, ev_what = events
     R = rows.shape[0]
     row_obs = np.empty((R, obs.shape[1]), np.float32)
@@ -180,7 +103,6 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
     no_grads = np.zeros((0, 0), np.float32)
     count = 0
     for first in range(0, R, A):
-        run = rows[first] // A
         for done in range(1, most + 1):
             start, first_event = (done - 1) * n, count
             for t in range(n):
@@ -218,17 +140,15 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
                     for row in range(first, first + A):
                         kernel.learn_lane(row, n, dims, nets, adam, rollout, cache, hyper, no_grads, no_grads, scratch)
                 for row in range(first, first + A):
-                    if not ended[row] or finished[run]:  # another agent may have ended the run at this step
+                    if not ended[row]:
                         continue
                     lane = rows[row]
+                    what = end_episode(lane, score[lane], mission, standing)
+                    if what == DROPPED:
+                        continue
                     ev_tick[count], ev_lane[count], ev_score[count] = start + t, lane, score[lane]
-                    ev_steps[count] = env_steps[lane]
+                    ev_steps[count], ev_episode[count], ev_what[count] = env_steps[lane], episode[lane], what
                     score[lane] = 0.0
-                    episode[lane] += 1
-                    ev_episode[count] = episode[lane]
-                    recent[lane, recent_n[lane] % recent.shape[1]] = ev_score[count]
-                    recent_n[lane] += 1
-                    ev_what[count] = _episode_end(lane, first, rows, run, mission, standing)
                     count += 1
             if _needs_runner(ev_what, first_event, count) or done == most:
                 for row in range(first, first + A):
