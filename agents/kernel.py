@@ -30,53 +30,18 @@ kernels by CPU.
 """
 from __future__ import annotations
 
-import hashlib
 import math
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
-from numba.core import caching, cgutils
+from numba import types
+from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
-FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
-JIT: dict[str, Any] = dict(cache=True, error_model="numpy", fastmath=FASTMATH, boundscheck=False)
-
-FRD = Path(__file__).parent.parent
-"""The installed ``frd`` package (in a checkout, ``frd/agents`` links to the top-level ``agents/``)."""
-OWN_FOLDERS = tuple({(FRD / part).resolve() for part in (".", "agents", "envs", "classification")})
-"""Where frd's sources really are: only their cached functions are stamped."""
-JIT_SOURCES = tuple(FRD / path for path in ("agents/kernel.py", "envs/lanes.py", "envs/acrobot.py", "rl/fused.py"))
-"""The files whose numba functions others inline (``frd.rl.fused.periods`` inlines this module's
-and the CartPole step's): every cached function of the repository is stamped with all of them."""
-
-
-class _StampedWithJitSources:
-    """numba stamps a cached function with its own file only, so a function that inlines kernels
-    of another file kept running their old code from the cache after those changed (seen: the
-    fused period disagreeing with the lockstep runner after an edit of this file alone)."""
-
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        if not any(Path(py_file).resolve().is_relative_to(folder) for folder in OWN_FOLDERS):
-            return None
-        return super().from_function(py_func, py_file)
-
-    def get_source_stamp(self):
-        own = super().get_source_stamp()
-        return own, tuple(hashlib.sha256(path.read_bytes()).digest() for path in JIT_SOURCES)
-
-
-class _InTreeLocator(_StampedWithJitSources, caching.InTreeCacheLocator):
-    pass
-
-
-class _UserProvidedLocator(_StampedWithJitSources, caching.UserProvidedCacheLocator):
-    pass
+from frd.agents.jit import JIT, compiled
 
 
 class Dims(NamedTuple):
@@ -156,11 +121,7 @@ def one_blas_thread() -> None:
     threadpoolctl.threadpool_limits(1, user_api="blas")
 
 
-if _InTreeLocator not in caching.CacheImpl._locator_classes:
-    caching.CacheImpl._locator_classes[:0] = [_UserProvidedLocator, _InTreeLocator]  # numba's order: user dir first
-
-
-@njit(**JIT)
+@compiled(**JIT)
 def _tanh(x):
     """float32 tanh, Eigen's rational approximation (as in TensorFlow/XLA); |error| < 4e-7."""
     x = min(max(x, np.float32(-7.90531110763549805)), np.float32(7.90531110763549805))
@@ -178,7 +139,7 @@ def _tanh(x):
     return p / q
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def tanh_array(x):
     """The kernels' tanh on an array (for tests)."""
     out = np.empty_like(x)
@@ -319,7 +280,7 @@ def _rows(typingctx, a, start, rows, cols):
     return _borrowed_view(typingctx, a, start, (rows, cols))
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _layer(p, w, b, n_in, n_out, x, out, relu, activate):
     """out = act(b + x @ W) with W = p[w : w + n_in*n_out] as [n_in, n_out] and b = p[b : b + n_out]:
     blocks of 64 outputs, then of 8, 2 and 1, each summed in registers (``_columns``)."""
@@ -344,7 +305,7 @@ def _layer(p, w, b, n_in, n_out, x, out, relu, activate):
                 out[j] = _tanh(out[j])
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _offsets(d, h, o):
     """Where each weight matrix and bias of a (d, h, h, o) network starts in its flat row."""
     w1, b1 = 0, d * h
@@ -353,7 +314,7 @@ def _offsets(d, h, o):
     return w1, b1, w2, b2, w3, b3
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _forward(p, d, h, o, x, h1, h2, out, relu):
     """Two hidden layers of width h and a linear output; writes h1, h2 (activations) and out."""
     w1, b1, w2, b2, w3, b3 = _offsets(d, h, o)
@@ -362,7 +323,7 @@ def _forward(p, d, h, o, x, h1, h2, out, relu):
     _layer(p, w3, b3, h, o, h2, out, relu, False)
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _bias_activate(Y, bias, relu, activate):
     """Y[t] = act(Y[t] + bias) for every row t."""
     for t in range(Y.shape[0]):
@@ -378,7 +339,7 @@ def _bias_activate(Y, bias, relu, activate):
                     y[j] = _tanh(y[j])
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _forward_rows(p, d, h, o, X, H1, H2, OUT, relu):
     """``_forward`` of every row of X at once: each layer one matrix product (BLAS sgemm, a
     fixed summation order for a given shape, whatever the lane), then bias and activation."""
@@ -391,7 +352,7 @@ def _forward_rows(p, d, h, o, X, H1, H2, OUT, relu):
     _bias_activate(OUT, _row(p, b3, o), relu, False)
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _column_sums(D, out):
     """out = Σ_t D[t] (a bias's gradient)."""
     for j in range(out.shape[0]):
@@ -402,7 +363,7 @@ def _column_sums(D, out):
             out[j] += dt[j]
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _derivative(DX, A, relu):
     """DX *= act'(layer input A), from the activations A themselves (tanh' = 1 − a², relu' = [a > 0])."""
     for t in range(DX.shape[0]):
@@ -414,7 +375,7 @@ def _derivative(DX, A, relu):
                 DX[t, i] *= np.float32(1.0) - a * a
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _backward(p, g, d, h, o, X, H1, H2, DOUT, DH1, DH2, relu):
     """Write into ``g`` Σ_t the gradient of ``DOUT[t] · out(X[t])`` w.r.t. the parameters, from
     the activations H1, H2 of the forward (one row per step t): three weight gradients as
@@ -432,7 +393,7 @@ def _backward(p, g, d, h, o, X, H1, H2, DOUT, DH1, DH2, relu):
     _column_sums(DH1, _row(g, b1, h))
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def forward(params, x, d, h, o, relu):
     """Forward of every lane on ``x`` [L, B, d] → [L, B, o] (the kernels' arithmetic, for tests)."""
     L, B = x.shape[0], x.shape[1]
@@ -445,14 +406,14 @@ def forward(params, x, d, h, o, relu):
     return out
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def act(params, obs, uniforms, t, dims, cache, actions, probs, active):
     """``act_lane`` for every lane, ``uniforms[lane]`` its draw (``obs`` C-ordered: its rows are borrowed)."""
     for lane in range(obs.shape[0]):
         act_lane(lane, params, obs, uniforms[lane], t, dims, cache, actions, probs, active[lane])
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def act_lane(lane, params, obs, uniform, t, dims, cache, actions, probs, active):
     """If ``active``: the lane's actor forward on ``obs[lane]``, softmax, one inverse-CDF draw of ``uniform``.
 
@@ -494,7 +455,7 @@ def act_lane(lane, params, obs, uniform, t, dims, cache, actions, probs, active)
     actions[lane] = min(chosen, o - 1)
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _adam(p, g, scale, m, v, step, lr, beta1, beta2, eps):
     """One step of torch's Adam (fused kernel's formula) on one lane's flat parameters, with
     gradient ``scale * g`` (the clip's factor, applied on the fly: one pass fewer)."""
@@ -512,7 +473,7 @@ def _adam(p, g, scale, m, v, step, lr, beta1, beta2, eps):
         p[k] -= step_size * mk / (math.sqrt(vk) / bc2s + e)
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def learn_scratch(T, d, h, A, Pa, Pc):
     """Working space of ``learn_lane``, allocated once and rewritten for every lane."""
     f = np.float32
@@ -522,7 +483,7 @@ def learn_scratch(T, d, h, A, Pa, Pc):
             np.empty((1, d), f), np.empty((1, h), f), np.empty((1, h), f), np.empty((1, 1), f))
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def learn(T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_c):
     """One n-step A2C update of every lane from its first ``T`` stored steps (``learn_lane``).
 
@@ -534,7 +495,7 @@ def learn(T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_c):
         learn_lane(lane, T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_c, scratch)
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _squares(g):
     """Σ g², float32 as torch's ``clip_grad_norm_`` (vectorized: summation order fixed by the length)."""
     s = np.float32(0.0)
@@ -543,7 +504,7 @@ def _squares(g):
     return s
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def learn_lane(lane, T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_c, scratch):
     """One n-step A2C update of ``lane`` from its first ``T`` stored steps (SPEC §1).
 

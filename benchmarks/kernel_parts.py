@@ -20,14 +20,14 @@ import argparse
 import time
 
 import numpy as np
-from numba import njit
 
 from frd.agents import kernel
+from frd.agents.jit import JIT, compiled
 from frd.rl.config import RLConfig
 from frd.rl.runner import RLBatch
 
 
-@njit(**kernel.JIT)
+@compiled(**JIT)
 def _critic_forwards(pc, obs, d, h, repeats):
     h1, h2, values = np.empty((9, h), np.float32), np.empty((9, h), np.float32), np.empty((9, 1), np.float32)
     states = np.empty((9, d), np.float32)
@@ -38,7 +38,7 @@ def _critic_forwards(pc, obs, d, h, repeats):
             kernel._forward_rows(pc[lane], d, h, 1, states, h1, h2, values, False)
 
 
-@njit(**kernel.JIT)
+@compiled(**JIT)
 def _backwards(p, obs, h1, h2, d, h, o, repeats):
     grad, dout = np.zeros(p.shape[1], np.float32), np.full((8, o), 0.01, np.float32)
     dh1, dh2 = np.empty((8, h), np.float32), np.empty((8, h), np.float32)
@@ -47,7 +47,7 @@ def _backwards(p, obs, h1, h2, d, h, o, repeats):
             kernel._backward(p[lane], grad, d, h, o, obs[lane], h1[lane], h2[lane], dout, dh1, dh2, False)
 
 
-@njit(**kernel.JIT)
+@compiled(**JIT)
 def _adams(p, m, v, repeats):
     grad = np.full(p.shape[1], 1e-3, np.float32)
     for _ in range(repeats):
@@ -55,7 +55,7 @@ def _adams(p, m, v, repeats):
             kernel._adam(p[lane], grad, np.float32(1.0), m[lane], v[lane], 10.0, 7e-4, 0.9, 0.999, 1e-8)
 
 
-@njit(**kernel.JIT)
+@compiled(**JIT)
 def _periods(per_lane, passes, dims, nets, adam, rollout, cache, hyper, actions_out, probs_out):
     """``passes`` × every lane × ``per_lane`` periods of acting on the rollout's states and updating."""
     obs = rollout.obs

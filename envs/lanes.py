@@ -15,8 +15,8 @@ from typing import Any, NamedTuple, Sequence
 
 import gymnasium as gym
 import numpy as np
-from numba import njit
 
+from frd.agents.jit import compiled
 from frd.envs.acrobot import ACROBOT, AcrobotLanes
 from frd.envs.step import Lanes, LaneStep
 from frd.errors import FrdError
@@ -42,7 +42,7 @@ def check_env_id(env_id: str) -> gym.Env:
     return env
 
 
-@njit(cache=True, error_model="numpy")
+@compiled(error_model="numpy")
 def _cartpole_step(state, steps, actions, active, gravity, masspole, total_mass, length, polemass_length,
                    force_mag, tau, x_threshold, theta_threshold, max_steps, resets, next_reset, obs, final_obs,
                    reward, terminated, truncated):

@@ -404,19 +404,3 @@ def test_the_rlcode_failure_reward_replaces_a_termination_only_where_it_is_a_fai
     marked = "failure_reward" in config.resume_key().common
     assert marked == (env_id != "CartPole-v1")
     assert "failure_reward" not in rl_config("independent", env_id=env_id).resume_key().common
-
-
-def test_cached_kernels_are_stamped_with_the_sources_they_inline(tmp_path, monkeypatch):
-    """The fused period inlines this module's kernels: its on-disk cache must go stale when they change."""
-    from frd.agents import kernel
-    from frd.rl import fused
-
-    locator = fused.periods._cache._impl._locator
-    assert isinstance(locator, (kernel._InTreeLocator, kernel._UserProvidedLocator))
-    source = tmp_path / "kernel.py"
-    source.write_text("x = 1\n")
-    monkeypatch.setattr(kernel, "JIT_SOURCES", (source,))
-    before = locator.get_source_stamp()
-    assert locator.get_source_stamp() == before
-    source.write_text("x = 2\n")
-    assert locator.get_source_stamp() != before

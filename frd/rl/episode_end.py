@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from frd.agents.jit import compiled
 from frd.rl.config import RLConfig
 
 GOES_ON, COMPLETED, CAPPED, AT_BARRIER = 0, 1, 2, 3
@@ -81,7 +81,7 @@ def recent_mean(standing: Standing, lane: int) -> float:
     return total / min(n, W)
 
 
-@njit(cache=True, error_model="numpy")
+@compiled(error_model="numpy")
 def end_episode(lane, score, mission, standing):
     """``lane``'s episode ended with ``score``: count it, add the score to its window and decide
     (the module's rule); returns what it did (``GOES_ON`` … ``AT_BARRIER``, plus ``ENDS_RUN``), or
@@ -114,7 +114,7 @@ def end_episode(lane, score, mission, standing):
     return GOES_ON
 
 
-@njit(cache=True, error_model="numpy")
+@compiled(error_model="numpy")
 def _retire(lane, run, A, active, waiting, capped, finished):
     """The lane stops for good; the run ends with its last lane (then returns ``ENDS_RUN``, else 0)."""
     capped[lane] = True
@@ -126,7 +126,7 @@ def _retire(lane, run, A, active, waiting, capped, finished):
     return ENDS_RUN
 
 
-@njit(cache=True, error_model="numpy")
+@compiled(error_model="numpy")
 def _end_run(run, A, active, waiting, finished):
     finished[run] = True
     for k in range(A):

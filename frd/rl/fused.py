@@ -23,9 +23,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from frd.agents import kernel
+from frd.agents.jit import compiled
 from frd.envs.lanes import _cartpole_step
 from frd.rl.episode_end import DROPPED, GOES_ON, end_episode
 
@@ -60,7 +60,7 @@ class Events(NamedTuple):
     what: np.ndarray
 
 
-@njit(cache=True, error_model="numpy")
+@compiled(error_model="numpy")
 def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, lanes, memory, mission, standing, events,
             row_periods):
     """Update periods of every run whose rows are ``rows`` (population row → env lane; a run's
@@ -157,7 +157,7 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
     return count
 
 
-@njit(cache=True, error_model="numpy")
+@compiled(error_model="numpy")
 def _needs_runner(ev_what, first, last):
     """Whether one of the episode ends ``first``…``last`` did more than end the episode."""
     for e in range(first, last):
