@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from frd.agents import kernel
-from frd.agents.stacked import LaneAdam, StackedMLP, clip_per_lane
+from frd.agents.stacked import LaneAdam, StackedMLP
 from frd.errors import FrdError
 from frd.seeding import Stream
 
@@ -30,7 +30,6 @@ class A2CConfig:
     critic_lr: float = 7e-4          # Adam learning rate of the critic
     gamma: float = 0.99              # discount
     value_coef: float = 0.5          # weight of the critic's squared error
-    entropy_coef: float = 0.0        # entropy bonus
     max_grad_norm: float | None = 0.5  # per-lane clip over actor and critic gradients; None = off
     failure_reward: float | None = None  # training reward at a failure (termination); None = env's (see for_env)
 
@@ -137,7 +136,7 @@ class A2CPopulation:
                                      obs=np.zeros((L, n, obs_dim), np.float32), ok=np.zeros((L, n), bool))
         self.dims = kernel.Dims(obs_dim, h, n_actions, config.activation == "relu")
         self.hyper = kernel.Hyper(
-            gamma=config.gamma, value_coef=config.value_coef, entropy_coef=config.entropy_coef,
+            gamma=config.gamma, value_coef=config.value_coef,
             max_norm=-1.0 if config.max_grad_norm is None else config.max_grad_norm,
             lr_a=self.actor_opt.lr, lr_c=self.critic_opt.lr, beta1=self.actor_opt.betas[0],
             beta2=self.actor_opt.betas[1], eps=self.actor_opt.eps,
@@ -234,19 +233,6 @@ class A2CPopulation:
         kernel.learn(self.rollout.t, self.dims, self.nets, self.adam, self.rollout.arrays, self.cache, self.hyper,
                      grads_a, grads_c)
 
-    def torch_learn(self) -> None:
-        """The same update with torch autograd, ``clip_per_lane`` and ``LaneAdam`` (the reference)."""
-        if self.rollout.t == 0:
-            return
-        loss, learned = self.loss()
-        loss.sum().backward()
-        if self.config.max_grad_norm is not None:
-            clip_per_lane([self.actor, self.critic], self.config.max_grad_norm)
-        self.actor_opt.step(learned)
-        self.critic_opt.step(learned)
-        self.rollout.t = 0
-        self._invalidate()
-
     def _invalidate(self) -> None:
         """Weights changed outside an update: acting's cached activations are stale."""
         self.cache.ok[:] = False
@@ -269,8 +255,6 @@ class A2CPopulation:
         advantage = (returns - values).detach()
         chosen = logp.gather(-1, torch.from_numpy(r.actions[:, :T]).unsqueeze(-1)).squeeze(-1)
         loss = (-(chosen * advantage * valid).sum(1) + self.config.value_coef * ((returns - values).pow(2) * valid).sum(1))
-        if self.config.entropy_coef:
-            loss = loss + self.config.entropy_coef * ((logp.exp() * logp).sum(-1) * valid).sum(1)
         return loss / count, valid.sum(1) > 0
 
     def _returns(self, last_value: np.ndarray) -> np.ndarray:

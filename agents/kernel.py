@@ -96,12 +96,11 @@ class ActCache(NamedTuple):
 
 
 class Hyper(NamedTuple):
-    """An update's numbers: discount, value weight, entropy weight, clip norm (≤ 0: off), the two
+    """An update's numbers: discount, value weight, clip norm (≤ 0: off), the two
     learning rates, Adam's betas and epsilon, and the training reward at a failure (NaN: the env's)."""
 
     gamma: float
     value_coef: float
-    entropy_coef: float
     max_norm: float
     lr_a: float
     lr_c: float
@@ -510,7 +509,7 @@ def learn_lane(lane, T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_
 
     Returns bootstrap from V(next state) at the rollout's end and at a truncation, not past a
     termination; the loss is the mean over the lane's valid steps of −log π(a|s)·A +
-    value_coef·(R − V)² (+ entropy_coef·Σπ log π); its gradient over both networks is clipped
+    value_coef·(R − V)² (no entropy term: no recipe has one); its gradient over both networks is clipped
     to ``max_norm`` (≤ 0: off); each network takes a step of its own Adam with the lane's own
     step count. A lane without valid steps is left untouched. Acting's cached slots of the lane
     are marked stale afterwards (the weights changed). The bundles are unpacked once, so that the
@@ -521,7 +520,7 @@ def learn_lane(lane, T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_
     ma, va, mc, vc, steps_a, steps_c = adam
     obs, next_obs, actions, rewards, terminated, done, valid = rollout
     cache_h1, cache_h2, cache_logits, cache_obs, cache_ok = cache
-    gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, _ = hyper
+    gamma, value_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, _ = hyper
     Pa, Pc = pa.shape[1], pc.shape[1]
     (ga, gc, states, c_h1, c_h2, c_out, next_values, returns, e_k, dlogits, dvalue, dh1, dh2,
      x1, x1_h1, x1_h2, x1_out) = scratch
@@ -579,15 +578,6 @@ def learn_lane(lane, T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_
         advantage = returns[t] - c_out[t, 0]
         for k in range(A):
             dlogits[t, k] = w * advantage * (e_k[k] / s)  # π_k · A: no log or second exp needed
-        if entropy_coef != 0:
-            log_s = np.float32(math.log(s))
-            ent = np.float32(0.0)
-            for k in range(A):
-                logp = logits[k] - m - log_s
-                ent += np.float32(math.exp(logp)) * logp
-            for k in range(A):
-                logp = logits[k] - m - log_s
-                dlogits[t, k] += w * np.float32(entropy_coef) * np.float32(math.exp(logp)) * (logp - ent)
         dlogits[t, actions[lane, t]] -= w * advantage
         dvalue[t, 0] = w * np.float32(value_coef) * np.float32(2.0) * (c_out[t, 0] - returns[t])
     X = _rows(obs, lane * obs.shape[1] * d, T, d)  # obs[lane, :T]
@@ -632,6 +622,6 @@ def warm_up() -> float:
                 np.zeros(L, f))
     rollout = Transitions(np.zeros((L, n, d), f), np.zeros((L, n, d), f), np.zeros((L, n), np.int64), np.zeros((L, n), f),
                         np.zeros((L, n), np.bool_), np.zeros((L, n), np.bool_), np.ones((L, n), f))
-    learn(1, dims, nets, adam, rollout, cache, Hyper(0.99, 0.5, 0.0, 0.5, 7e-4, 7e-4, 0.9, 0.999, 1e-8, math.nan),
+    learn(1, dims, nets, adam, rollout, cache, Hyper(0.99, 0.5, 0.5, 7e-4, 7e-4, 0.9, 0.999, 1e-8, math.nan),
           np.zeros((0, 0), f), np.zeros((0, 0), f))
     return time.perf_counter() - start
