@@ -50,7 +50,8 @@ class MemoryArrays(NamedTuple):
 
 class Events(NamedTuple):
     """The episode ends a call writes, one entry each: the step (from the call's first), the lane,
-    its episode number, score and steps so far, and what the end did (``GOES_ON`` …)."""
+    its episode number, score and steps so far, and what the end did (``frd.rl.episode_end.end_episode``'s
+    answer)."""
 
     tick: np.ndarray
     lane: np.ndarray

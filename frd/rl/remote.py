@@ -4,7 +4,8 @@ the same run in process.
 Agents share nothing but the rounds, so each plays its own episodes on its own node as far as
 its next event: the barrier (its upload then comes back with the reply), its mission or its
 episode cap. The server merges the agents' episodes by the batch's clock (steps since the
-start; every lane's rollout slots follow it) and runs the round where the batch in process
+start; every lane's rollout slots follow it), takes them through the batch's own episode-end
+rule (``frd.rl.episode_end``) in that order, and runs the round where the batch in process
 would: at the first safe point (every learner just updated) after the last agent's event. It
 tells each agent that clock, the live agents' recent means (the round's leader is chosen from
 them) and where in the round's generator the agent's distillation starts; the agent idles to
