@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
@@ -86,6 +86,12 @@ def _holds_compiled(module: ModuleType) -> bool:
                for value in list(vars(module).values()))
 
 
+@cache
+def _hashes(module: str) -> tuple[tuple[str, str], ...]:
+    """The hashes of the sources ``module`` reaches, once per process (its functions share them)."""
+    return tuple((path.name, hashlib.sha256(path.read_bytes()).hexdigest()) for path in reached_sources(sys.modules[module]))
+
+
 class _Stamp:
     """numba's stamp of a cached function (its file's time and size) and the hashes of the sources it
     reaches, worked out when first compared or saved, not when the function is decorated: by then
@@ -96,8 +102,7 @@ class _Stamp:
 
     @cached_property
     def value(self) -> tuple:
-        sources = reached_sources(sys.modules[self.module])
-        return self.own, tuple((path.name, hashlib.sha256(path.read_bytes()).hexdigest()) for path in sources)
+        return self.own, _hashes(self.module)
 
     def __eq__(self, other: object) -> bool:
         return self.value == (other.value if isinstance(other, _Stamp) else other)
