@@ -8,6 +8,7 @@ says so (``FAILING_TERMINATIONS``): Acrobot's termination is its goal.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 
 from frd.agents import kernel
-from frd.agents.stacked import LaneAdam, StackedMLP, clip_per_lane
+from frd.agents.stacked import LaneAdam, StackedMLP
 from frd.errors import FrdError
 from frd.seeding import Stream
 
@@ -29,7 +30,6 @@ class A2CConfig:
     critic_lr: float = 7e-4          # Adam learning rate of the critic
     gamma: float = 0.99              # discount
     value_coef: float = 0.5          # weight of the critic's squared error
-    entropy_coef: float = 0.0        # entropy bonus
     max_grad_norm: float | None = 0.5  # per-lane clip over actor and critic gradients; None = off
     failure_reward: float | None = None  # training reward at a failure (termination); None = env's (see for_env)
 
@@ -98,6 +98,12 @@ class Rollout:
     def full(self) -> bool:
         return self.t == self.obs.shape[1]
 
+    @property
+    def arrays(self) -> kernel.Transitions:
+        """The kernels' view of the stored steps (the arrays themselves, updated in place)."""
+        return kernel.Transitions(self.obs, self.next_obs, self.actions, self.rewards, self.terminated, self.done,
+                                  self.valid)
+
     def keep(self, rows: torch.Tensor) -> None:
         for name in self.FIELDS:
             setattr(self, name, getattr(self, name)[rows.numpy()])
@@ -123,27 +129,33 @@ class A2CPopulation:
         self.distill_opt = LaneAdam(self.actor, lr=0.0)
         self.rollout = Rollout(config.n_steps, len(lane_seeds), obs_dim)
         # What acting computed per rollout slot (hidden activations, logits, the state), reused
-        # by the update while the weights it was computed with are unchanged; in the kernels'
-        # argument order.
+        # by the update while the weights it was computed with are unchanged.
         L, n = len(lane_seeds), config.n_steps
-        self.cache = dict(h1=np.zeros((L, n, h), np.float32), h2=np.zeros((L, n, h), np.float32),
-                          logits=np.zeros((L, n, n_actions), np.float32),
-                          obs=np.zeros((L, n, obs_dim), np.float32), ok=np.zeros((L, n), bool))
-        self.dims = (obs_dim, h, n_actions, config.activation == "relu")
+        self.cache = kernel.ActCache(h1=np.zeros((L, n, h), np.float32), h2=np.zeros((L, n, h), np.float32),
+                                     logits=np.zeros((L, n, n_actions), np.float32),
+                                     obs=np.zeros((L, n, obs_dim), np.float32), ok=np.zeros((L, n), bool))
+        self.dims = kernel.Dims(obs_dim, h, n_actions, config.activation == "relu")
+        self.hyper = kernel.Hyper(
+            gamma=config.gamma, value_coef=config.value_coef,
+            max_norm=-1.0 if config.max_grad_norm is None else config.max_grad_norm,
+            lr_a=self.actor_opt.lr, lr_c=self.critic_opt.lr, beta1=self.actor_opt.betas[0],
+            beta2=self.actor_opt.betas[1], eps=self.actor_opt.eps,
+            failure_reward=math.nan if config.failure_reward is None else config.failure_reward)
         self._bind_arrays()
         self._rngs = [np.random.default_rng(int(s) ^ Stream.RL_ACTIONS) for s in lane_seeds]
         self._uniforms = np.empty((0, len(lane_seeds)))
         self._next_uniform: int | np.ndarray = 0  # the lanes' place in the block, or each lane's
 
     def _bind_arrays(self) -> None:
-        """numpy views of the buffers the kernels update in place, in ``kernel.learn``'s order
-        (``Tensor.numpy()`` costs ~4 µs a call); redone when ``keep`` replaces the buffers."""
+        """numpy views of the buffers the kernels update in place (``Tensor.numpy()`` costs ~4 µs
+        a call); redone when ``keep`` replaces the buffers."""
         ao, co = self.actor_opt, self.critic_opt
-        self.arrays = tuple(buffer.numpy() for buffer in (self.actor.data, self.critic.data, ao.exp_avg,
-                                                          ao.exp_avg_sq, co.exp_avg, co.exp_avg_sq, ao.steps, co.steps))
+        self.nets = kernel.Nets(self.actor.data.numpy(), self.critic.data.numpy())
+        self.adam = kernel.Adam(ao.exp_avg.numpy(), ao.exp_avg_sq.numpy(), co.exp_avg.numpy(), co.exp_avg_sq.numpy(),
+                                ao.steps.numpy(), co.steps.numpy())
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "arrays"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("nets", "adam")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -186,9 +198,9 @@ class A2CPopulation:
         not ``active`` (default: all are) take no step: action 0, probabilities 0, no forward."""
         obs = np.ascontiguousarray(obs, dtype=np.float32)
         active = np.ones(len(obs), bool) if active is None else np.ascontiguousarray(active, dtype=bool)
-        actions, probs = np.empty(len(obs), np.int64), np.empty((len(obs), self.dims[2]), np.float32)
-        kernel.act(self.arrays[0], obs, self.draw_uniforms(1)[0], self.rollout.t, *self.dims,
-                   *self.cache.values(), actions, probs, active)
+        actions, probs = np.empty(len(obs), np.int64), np.empty((len(obs), self.dims.o), np.float32)
+        kernel.act(self.nets.actor, obs, self.draw_uniforms(1)[0], self.rollout.t, self.dims, self.cache, actions, probs,
+                   active)
         return actions, probs
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated, valid) -> None:
@@ -218,31 +230,12 @@ class A2CPopulation:
         return grads
 
     def _kernel_learn(self, grads_a: np.ndarray, grads_c: np.ndarray) -> None:
-        r, cfg, c = self.rollout, self.config, self.cache
-        d, h, A, relu = self.dims
-        ao, co = self.actor_opt, self.critic_opt
-        kernel.learn(r.t, d, h, A, relu, *self.arrays,
-                     r.obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done, r.valid, *c.values(),
-                     cfg.gamma, cfg.value_coef, cfg.entropy_coef,
-                     -1.0 if cfg.max_grad_norm is None else cfg.max_grad_norm,
-                     ao.lr, co.lr, ao.betas[0], ao.betas[1], ao.eps, grads_a, grads_c)
-
-    def torch_learn(self) -> None:
-        """The same update with torch autograd, ``clip_per_lane`` and ``LaneAdam`` (the reference)."""
-        if self.rollout.t == 0:
-            return
-        loss, learned = self.loss()
-        loss.sum().backward()
-        if self.config.max_grad_norm is not None:
-            clip_per_lane([self.actor, self.critic], self.config.max_grad_norm)
-        self.actor_opt.step(learned)
-        self.critic_opt.step(learned)
-        self.rollout.t = 0
-        self._invalidate()
+        kernel.learn(self.rollout.t, self.dims, self.nets, self.adam, self.rollout.arrays, self.cache, self.hyper,
+                     grads_a, grads_c)
 
     def _invalidate(self) -> None:
         """Weights changed outside an update: acting's cached activations are stale."""
-        self.cache["ok"][:] = False
+        self.cache.ok[:] = False
 
     def loss(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-lane A2C loss over the stored steps, and which lanes took any step.
@@ -262,8 +255,6 @@ class A2CPopulation:
         advantage = (returns - values).detach()
         chosen = logp.gather(-1, torch.from_numpy(r.actions[:, :T]).unsqueeze(-1)).squeeze(-1)
         loss = (-(chosen * advantage * valid).sum(1) + self.config.value_coef * ((returns - values).pow(2) * valid).sum(1))
-        if self.config.entropy_coef:
-            loss = loss + self.config.entropy_coef * ((logp.exp() * logp).sum(-1) * valid).sum(1)
         return loss / count, valid.sum(1) > 0
 
     def _returns(self, last_value: np.ndarray) -> np.ndarray:
@@ -358,8 +349,8 @@ class A2CPopulation:
         rows_t = torch.as_tensor(list(rows), dtype=torch.long)
         for part in (self.actor, self.critic, self.actor_opt, self.critic_opt, self.distill_opt, self.rollout):
             part.keep(rows_t)
-        self.cache = {k: v[list(rows)] for k, v in self.cache.items()}
-        self.cache["ok"][:] = False
+        self.cache = kernel.ActCache(*(part[list(rows)] for part in self.cache))
+        self.cache.ok[:] = False
         self._bind_arrays()
         self._rngs = [self._rngs[i] for i in rows]
         self._uniforms = np.ascontiguousarray(self._uniforms[:, list(rows)])

@@ -30,53 +30,84 @@ kernels by CPU.
 """
 from __future__ import annotations
 
-import hashlib
 import math
-from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
-from numba.core import caching, cgutils
+from numba import types
+from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
-FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
-JIT: dict[str, Any] = dict(cache=True, error_model="numpy", fastmath=FASTMATH, boundscheck=False)
-
-FRD = Path(__file__).parent.parent
-"""The installed ``frd`` package (in a checkout, ``frd/agents`` links to the top-level ``agents/``)."""
-OWN_FOLDERS = tuple({(FRD / part).resolve() for part in (".", "agents", "envs", "classification")})
-"""Where frd's sources really are: only their cached functions are stamped."""
-JIT_SOURCES = tuple(FRD / path for path in ("agents/kernel.py", "envs/lanes.py", "envs/acrobot.py", "rl/fused.py"))
-"""The files whose numba functions others inline (``frd.rl.fused.periods`` inlines this module's
-and the CartPole step's): every cached function of the repository is stamped with all of them."""
+from frd.agents.jit import JIT, compiled
 
 
-class _StampedWithJitSources:
-    """numba stamps a cached function with its own file only, so a function that inlines kernels
-    of another file kept running their old code from the cache after those changed (seen: the
-    fused period disagreeing with the lockstep runner after an edit of this file alone)."""
+class Dims(NamedTuple):
+    """The shape of a lane's networks: (d, h, h, o) for the actor, (d, h, h, 1) for the critic."""
 
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        if not any(Path(py_file).resolve().is_relative_to(folder) for folder in OWN_FOLDERS):
-            return None
-        return super().from_function(py_func, py_file)
-
-    def get_source_stamp(self):
-        own = super().get_source_stamp()
-        return own, tuple(hashlib.sha256(path.read_bytes()).digest() for path in JIT_SOURCES)
+    d: int
+    h: int
+    o: int
+    relu: bool
 
 
-class _InTreeLocator(_StampedWithJitSources, caching.InTreeCacheLocator):
-    pass
+class Nets(NamedTuple):
+    """Every lane's flat parameters, [L, P] rows laid out as ``StackedMLP.data``."""
+
+    actor: np.ndarray
+    critic: np.ndarray
 
 
-class _UserProvidedLocator(_StampedWithJitSources, caching.UserProvidedCacheLocator):
-    pass
+class Adam(NamedTuple):
+    """Every lane's Adam moments ([L, P], as its network) and step count ([L])."""
+
+    actor_m: np.ndarray
+    actor_v: np.ndarray
+    critic_m: np.ndarray
+    critic_v: np.ndarray
+    actor_steps: np.ndarray
+    critic_steps: np.ndarray
+
+
+class Transitions(NamedTuple):
+    """Every lane's rollout, [L, n, …]: the state, the state reached, the action, the reward, whether
+    the episode terminated or ended, and whether the lane took the step (1.0) or not (0.0)."""
+
+    obs: np.ndarray
+    next_obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    done: np.ndarray
+    valid: np.ndarray
+
+
+class ActCache(NamedTuple):
+    """What acting computed for each lane's rollout slot [L, n, …]: the actor's hidden activations
+    and logits, the state it acted on, and whether the slot is still valid (``act_lane``)."""
+
+    h1: np.ndarray
+    h2: np.ndarray
+    logits: np.ndarray
+    obs: np.ndarray
+    ok: np.ndarray
+
+
+class Hyper(NamedTuple):
+    """An update's numbers: discount, value weight, clip norm (≤ 0: off), the two
+    learning rates, Adam's betas and epsilon, and the training reward at a failure (NaN: the env's)."""
+
+    gamma: float
+    value_coef: float
+    max_norm: float
+    lr_a: float
+    lr_c: float
+    beta1: float
+    beta2: float
+    eps: float
+    failure_reward: float
 
 
 def one_blas_thread() -> None:
@@ -89,11 +120,7 @@ def one_blas_thread() -> None:
     threadpoolctl.threadpool_limits(1, user_api="blas")
 
 
-if _InTreeLocator not in caching.CacheImpl._locator_classes:
-    caching.CacheImpl._locator_classes[:0] = [_UserProvidedLocator, _InTreeLocator]  # numba's order: user dir first
-
-
-@njit(**JIT)
+@compiled(**JIT)
 def _tanh(x):
     """float32 tanh, Eigen's rational approximation (as in TensorFlow/XLA); |error| < 4e-7."""
     x = min(max(x, np.float32(-7.90531110763549805)), np.float32(7.90531110763549805))
@@ -111,7 +138,7 @@ def _tanh(x):
     return p / q
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def tanh_array(x):
     """The kernels' tanh on an array (for tests)."""
     out = np.empty_like(x)
@@ -252,7 +279,7 @@ def _rows(typingctx, a, start, rows, cols):
     return _borrowed_view(typingctx, a, start, (rows, cols))
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _layer(p, w, b, n_in, n_out, x, out, relu, activate):
     """out = act(b + x @ W) with W = p[w : w + n_in*n_out] as [n_in, n_out] and b = p[b : b + n_out]:
     blocks of 64 outputs, then of 8, 2 and 1, each summed in registers (``_columns``)."""
@@ -277,7 +304,7 @@ def _layer(p, w, b, n_in, n_out, x, out, relu, activate):
                 out[j] = _tanh(out[j])
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _offsets(d, h, o):
     """Where each weight matrix and bias of a (d, h, h, o) network starts in its flat row."""
     w1, b1 = 0, d * h
@@ -286,7 +313,7 @@ def _offsets(d, h, o):
     return w1, b1, w2, b2, w3, b3
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _forward(p, d, h, o, x, h1, h2, out, relu):
     """Two hidden layers of width h and a linear output; writes h1, h2 (activations) and out."""
     w1, b1, w2, b2, w3, b3 = _offsets(d, h, o)
@@ -295,7 +322,7 @@ def _forward(p, d, h, o, x, h1, h2, out, relu):
     _layer(p, w3, b3, h, o, h2, out, relu, False)
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _bias_activate(Y, bias, relu, activate):
     """Y[t] = act(Y[t] + bias) for every row t."""
     for t in range(Y.shape[0]):
@@ -311,7 +338,7 @@ def _bias_activate(Y, bias, relu, activate):
                     y[j] = _tanh(y[j])
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _forward_rows(p, d, h, o, X, H1, H2, OUT, relu):
     """``_forward`` of every row of X at once: each layer one matrix product (BLAS sgemm, a
     fixed summation order for a given shape, whatever the lane), then bias and activation."""
@@ -324,7 +351,7 @@ def _forward_rows(p, d, h, o, X, H1, H2, OUT, relu):
     _bias_activate(OUT, _row(p, b3, o), relu, False)
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _column_sums(D, out):
     """out = Σ_t D[t] (a bias's gradient)."""
     for j in range(out.shape[0]):
@@ -335,7 +362,7 @@ def _column_sums(D, out):
             out[j] += dt[j]
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _derivative(DX, A, relu):
     """DX *= act'(layer input A), from the activations A themselves (tanh' = 1 − a², relu' = [a > 0])."""
     for t in range(DX.shape[0]):
@@ -347,7 +374,7 @@ def _derivative(DX, A, relu):
                 DX[t, i] *= np.float32(1.0) - a * a
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _backward(p, g, d, h, o, X, H1, H2, DOUT, DH1, DH2, relu):
     """Write into ``g`` Σ_t the gradient of ``DOUT[t] · out(X[t])`` w.r.t. the parameters, from
     the activations H1, H2 of the forward (one row per step t): three weight gradients as
@@ -365,7 +392,7 @@ def _backward(p, g, d, h, o, X, H1, H2, DOUT, DH1, DH2, relu):
     _column_sums(DH1, _row(g, b1, h))
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def forward(params, x, d, h, o, relu):
     """Forward of every lane on ``x`` [L, B, d] → [L, B, o] (the kernels' arithmetic, for tests)."""
     L, B = x.shape[0], x.shape[1]
@@ -378,18 +405,15 @@ def forward(params, x, d, h, o, relu):
     return out
 
 
-@njit(**JIT)
-def act(params, obs, uniforms, t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-        actions, probs, active):
+@compiled(**JIT)
+def act(params, obs, uniforms, t, dims, cache, actions, probs, active):
     """``act_lane`` for every lane, ``uniforms[lane]`` its draw (``obs`` C-ordered: its rows are borrowed)."""
     for lane in range(obs.shape[0]):
-        act_lane(lane, params, obs, uniforms[lane], t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs,
-                 cache_ok, actions, probs, active[lane])
+        act_lane(lane, params, obs, uniforms[lane], t, dims, cache, actions, probs, active[lane])
 
 
-@njit(**JIT)
-def act_lane(lane, params, obs, uniform, t, d, h, o, relu, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-             actions, probs, active):
+@compiled(**JIT)
+def act_lane(lane, params, obs, uniform, t, dims, cache, actions, probs, active):
     """If ``active``: the lane's actor forward on ``obs[lane]``, softmax, one inverse-CDF draw of ``uniform``.
 
     The activations are kept in slot ``t`` of the caches so that the update, which uses the
@@ -397,6 +421,8 @@ def act_lane(lane, params, obs, uniform, t, d, h, o, relu, cache_h1, cache_h2, c
     that does not step (waiting at a barrier, or done) gets action 0 and zero probabilities, and
     its slot is marked stale: its step is not a valid one, so nothing it would have drawn is used.
     """
+    d, h, o, relu = dims
+    cache_h1, cache_h2, cache_logits, cache_obs, cache_ok = cache
     if not active:
         cache_ok[lane, t] = False
         actions[lane] = 0
@@ -428,7 +454,7 @@ def act_lane(lane, params, obs, uniform, t, d, h, o, relu, cache_h1, cache_h2, c
     actions[lane] = min(chosen, o - 1)
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _adam(p, g, scale, m, v, step, lr, beta1, beta2, eps):
     """One step of torch's Adam (fused kernel's formula) on one lane's flat parameters, with
     gradient ``scale * g`` (the clip's factor, applied on the fly: one pass fewer)."""
@@ -446,7 +472,7 @@ def _adam(p, g, scale, m, v, step, lr, beta1, beta2, eps):
         p[k] -= step_size * mk / (math.sqrt(vk) / bc2s + e)
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def learn_scratch(T, d, h, A, Pa, Pc):
     """Working space of ``learn_lane``, allocated once and rewritten for every lane."""
     f = np.float32
@@ -456,26 +482,19 @@ def learn_scratch(T, d, h, A, Pa, Pc):
             np.empty((1, d), f), np.empty((1, h), f), np.empty((1, h), f), np.empty((1, 1), f))
 
 
-@njit(**JIT)
-def learn(T, d, h, A, relu,
-          pa, pc, ma, va, mc, vc, steps_a, steps_c,
-          obs, next_obs, actions, rewards, terminated, done, valid,
-          cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-          gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, grads_a, grads_c):
+@compiled(**JIT)
+def learn(T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_c):
     """One n-step A2C update of every lane from its first ``T`` stored steps (``learn_lane``).
 
     ``grads_a``/``grads_c``: [L, P] arrays to receive the clipped gradients *instead* of the
     Adam step (for tests), or empty [0, 0] arrays for a normal update.
     """
-    scratch = learn_scratch(T, d, h, A, pa.shape[1], pc.shape[1])
-    for lane in range(obs.shape[0]):
-        learn_lane(lane, T, d, h, A, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
-                   obs, next_obs, actions, rewards, terminated, done, valid,
-                   cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-                   gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, grads_a, grads_c, scratch)
+    scratch = learn_scratch(T, dims.d, dims.h, dims.o, nets.actor.shape[1], nets.critic.shape[1])
+    for lane in range(rollout.obs.shape[0]):
+        learn_lane(lane, T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_c, scratch)
 
 
-@njit(**JIT)
+@compiled(**JIT)
 def _squares(g):
     """Σ g², float32 as torch's ``clip_grad_norm_`` (vectorized: summation order fixed by the length)."""
     s = np.float32(0.0)
@@ -484,21 +503,24 @@ def _squares(g):
     return s
 
 
-@njit(**JIT)
-def learn_lane(lane, T, d, h, A, relu,
-               pa, pc, ma, va, mc, vc, steps_a, steps_c,
-               obs, next_obs, actions, rewards, terminated, done, valid,
-               cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-               gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, grads_a, grads_c, scratch):
+@compiled(**JIT)
+def learn_lane(lane, T, dims, nets, adam, rollout, cache, hyper, grads_a, grads_c, scratch):
     """One n-step A2C update of ``lane`` from its first ``T`` stored steps (the recipe: agents/README.md).
 
     Returns bootstrap from V(next state) at the rollout's end and at a truncation, not past a
     termination; the loss is the mean over the lane's valid steps of −log π(a|s)·A +
-    value_coef·(R − V)² (+ entropy_coef·Σπ log π); its gradient over both networks is clipped
+    value_coef·(R − V)² (no entropy term: no recipe has one); its gradient over both networks is clipped
     to ``max_norm`` (≤ 0: off); each network takes a step of its own Adam with the lane's own
     step count. A lane without valid steps is left untouched. Acting's cached slots of the lane
-    are marked stale afterwards (the weights changed).
+    are marked stale afterwards (the weights changed). The bundles are unpacked once, so that the
+    loops run on local names.
     """
+    d, h, A, relu = dims
+    pa, pc = nets
+    ma, va, mc, vc, steps_a, steps_c = adam
+    obs, next_obs, actions, rewards, terminated, done, valid = rollout
+    cache_h1, cache_h2, cache_logits, cache_obs, cache_ok = cache
+    gamma, value_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, _ = hyper
     Pa, Pc = pa.shape[1], pc.shape[1]
     (ga, gc, states, c_h1, c_h2, c_out, next_values, returns, e_k, dlogits, dvalue, dh1, dh2,
      x1, x1_h1, x1_h2, x1_out) = scratch
@@ -556,15 +578,6 @@ def learn_lane(lane, T, d, h, A, relu,
         advantage = returns[t] - c_out[t, 0]
         for k in range(A):
             dlogits[t, k] = w * advantage * (e_k[k] / s)  # π_k · A: no log or second exp needed
-        if entropy_coef != 0:
-            log_s = np.float32(math.log(s))
-            ent = np.float32(0.0)
-            for k in range(A):
-                logp = logits[k] - m - log_s
-                ent += np.float32(math.exp(logp)) * logp
-            for k in range(A):
-                logp = logits[k] - m - log_s
-                dlogits[t, k] += w * np.float32(entropy_coef) * np.float32(math.exp(logp)) * (logp - ent)
         dlogits[t, actions[lane, t]] -= w * advantage
         dvalue[t, 0] = w * np.float32(value_coef) * np.float32(2.0) * (c_out[t, 0] - returns[t])
     X = _rows(obs, lane * obs.shape[1] * d, T, d)  # obs[lane, :T]
@@ -600,13 +613,15 @@ def warm_up() -> float:
     P = d * h + h + h * h + h + h * o + o
     Pc = P - h * o - o + h + 1
     f = np.float32
-    pa, pc = np.zeros((L, P), f), np.zeros((L, Pc), f)
-    caches = (np.zeros((L, n, h), f), np.zeros((L, n, h), f), np.zeros((L, n, o), f), np.zeros((L, n, d), f),
-              np.zeros((L, n), np.bool_))
-    act(pa, np.zeros((L, d), f), np.zeros(L), 0, d, h, o, False, *caches, np.zeros(L, np.int64), np.zeros((L, o), f),
+    dims, nets = Dims(d, h, o, False), Nets(np.zeros((L, P), f), np.zeros((L, Pc), f))
+    cache = ActCache(np.zeros((L, n, h), f), np.zeros((L, n, h), f), np.zeros((L, n, o), f), np.zeros((L, n, d), f),
+                     np.zeros((L, n), np.bool_))
+    act(nets.actor, np.zeros((L, d), f), np.zeros(L), 0, dims, cache, np.zeros(L, np.int64), np.zeros((L, o), f),
         np.ones(L, np.bool_))
-    learn(1, d, h, o, False, pa, pc, np.zeros_like(pa), np.zeros_like(pa), np.zeros_like(pc), np.zeros_like(pc),
-          np.zeros(L, f), np.zeros(L, f), np.zeros((L, n, d), f), np.zeros((L, n, d), f), np.zeros((L, n), np.int64),
-          np.zeros((L, n), f), np.zeros((L, n), np.bool_), np.zeros((L, n), np.bool_), np.ones((L, n), f),
-          *caches, 0.99, 0.5, 0.0, 0.5, 7e-4, 7e-4, 0.9, 0.999, 1e-8, np.zeros((0, 0), f), np.zeros((0, 0), f))
+    adam = Adam(np.zeros((L, P), f), np.zeros((L, P), f), np.zeros((L, Pc), f), np.zeros((L, Pc), f), np.zeros(L, f),
+                np.zeros(L, f))
+    rollout = Transitions(np.zeros((L, n, d), f), np.zeros((L, n, d), f), np.zeros((L, n), np.int64), np.zeros((L, n), f),
+                        np.zeros((L, n), np.bool_), np.zeros((L, n), np.bool_), np.ones((L, n), f))
+    learn(1, dims, nets, adam, rollout, cache, Hyper(0.99, 0.5, 0.5, 7e-4, 7e-4, 0.9, 0.999, 1e-8, math.nan),
+          np.zeros((0, 0), f), np.zeros((0, 0), f))
     return time.perf_counter() - start

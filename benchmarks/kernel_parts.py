@@ -20,14 +20,14 @@ import argparse
 import time
 
 import numpy as np
-from numba import njit
 
 from frd.agents import kernel
+from frd.agents.jit import JIT, compiled
 from frd.rl.config import RLConfig
 from frd.rl.runner import RLBatch
 
 
-@njit(**kernel.JIT)
+@compiled(**JIT)
 def _critic_forwards(pc, obs, d, h, repeats):
     h1, h2, values = np.empty((9, h), np.float32), np.empty((9, h), np.float32), np.empty((9, 1), np.float32)
     states = np.empty((9, d), np.float32)
@@ -38,7 +38,7 @@ def _critic_forwards(pc, obs, d, h, repeats):
             kernel._forward_rows(pc[lane], d, h, 1, states, h1, h2, values, False)
 
 
-@njit(**kernel.JIT)
+@compiled(**JIT)
 def _backwards(p, obs, h1, h2, d, h, o, repeats):
     grad, dout = np.zeros(p.shape[1], np.float32), np.full((8, o), 0.01, np.float32)
     dh1, dh2 = np.empty((8, h), np.float32), np.empty((8, h), np.float32)
@@ -47,7 +47,7 @@ def _backwards(p, obs, h1, h2, d, h, o, repeats):
             kernel._backward(p[lane], grad, d, h, o, obs[lane], h1[lane], h2[lane], dout, dh1, dh2, False)
 
 
-@njit(**kernel.JIT)
+@compiled(**JIT)
 def _adams(p, m, v, repeats):
     grad = np.full(p.shape[1], 1e-3, np.float32)
     for _ in range(repeats):
@@ -55,22 +55,20 @@ def _adams(p, m, v, repeats):
             kernel._adam(p[lane], grad, np.float32(1.0), m[lane], v[lane], 10.0, 7e-4, 0.9, 0.999, 1e-8)
 
 
-@njit(**kernel.JIT)
-def _periods(per_lane, passes, d, h, A, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c, obs, next_obs, actions, rewards,
-             terminated, done, valid, cache_h1, cache_h2, cache_logits, cache_obs, cache_ok, actions_out, probs_out):
+@compiled(**JIT)
+def _periods(per_lane, passes, dims, nets, adam, rollout, cache, hyper, actions_out, probs_out):
     """``passes`` × every lane × ``per_lane`` periods of acting on the rollout's states and updating."""
+    obs = rollout.obs
     T, no_grads = obs.shape[1], np.zeros((0, 0), np.float32)
     states = np.ascontiguousarray(obs.transpose(1, 0, 2))  # [step, lane, d]: acting takes C-ordered rows
-    scratch = kernel.learn_scratch(T, d, h, A, pa.shape[1], pc.shape[1])
+    scratch = kernel.learn_scratch(T, dims.d, dims.h, dims.o, nets.actor.shape[1], nets.critic.shape[1])
     for _ in range(passes):
         for lane in range(obs.shape[0]):
             for _ in range(per_lane):
                 for t in range(T):
-                    kernel.act_lane(lane, pa, states[t], np.float32(0.5), t, d, h, A, relu, cache_h1, cache_h2,
-                                    cache_logits, cache_obs, cache_ok, actions_out, probs_out, True)
-                kernel.learn_lane(lane, T, d, h, A, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c, obs, next_obs,
-                                  actions, rewards, terminated, done, valid, cache_h1, cache_h2, cache_logits, cache_obs,
-                                  cache_ok, 0.99, 0.5, 0.0, 0.5, 7e-4, 7e-4, 0.9, 0.999, 1e-8, no_grads, no_grads, scratch)
+                    kernel.act_lane(lane, nets.actor, states[t], np.float32(0.5), t, dims, cache, actions_out,
+                                    probs_out, True)
+                kernel.learn_lane(lane, T, dims, nets, adam, rollout, cache, hyper, no_grads, no_grads, scratch)
 
 
 def _stepped_group(lanes: int):
@@ -84,18 +82,22 @@ def _stepped_group(lanes: int):
     return batch, group
 
 
+def _copies(group) -> tuple[kernel.Nets, kernel.Adam]:
+    """Copies of the group's weights and Adam state, so that the batch stays as it was."""
+    return (kernel.Nets(*(a.copy() for a in group.nets)), kernel.Adam(*(a.copy() for a in group.adam)))
+
+
 def blocking(lanes: int, block: int = 8) -> dict[int, list[float]]:
     """CPU µs per lane-period, four repeats, with 1 and ``block`` periods per lane before the next."""
     _, group = _stepped_group(lanes)
-    r, cache, (d, h, o, relu) = group.rollout, group.cache, group.dims
-    arrays = [a.copy() for a in group.arrays]
-    actions, probs = np.zeros(lanes, np.int64), np.zeros((lanes, o), np.float32)
-    obs = np.ascontiguousarray(r.obs)
+    nets, adam = _copies(group)
+    actions, probs = np.zeros(lanes, np.int64), np.zeros((lanes, group.dims.o), np.float32)
+    rollout = group.rollout.arrays._replace(obs=np.ascontiguousarray(group.rollout.obs))
+    hyper = group.hyper
 
     def run(per_lane: int, passes: int) -> float:
         start = time.process_time()
-        _periods(per_lane, passes, d, h, o, relu, *arrays, obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done,
-                 r.valid, *cache.values(), actions, probs)
+        _periods(per_lane, passes, group.dims, nets, adam, rollout, group.cache, hyper, actions, probs)
         return (time.process_time() - start) / (per_lane * passes * lanes) * 1e6
 
     run(1, 1)  # compile or load
@@ -109,28 +111,28 @@ def blocking(lanes: int, block: int = 8) -> dict[int, list[float]]:
 def parts(lanes: int, repeats: int) -> dict[str, float]:
     """CPU µs per lane of each part (acting: per lane-step)."""
     batch, group = _stepped_group(lanes)
-    r, cache, (d, h, o, relu) = group.rollout, group.cache, group.dims
-    pa, pc, ma, va, mc, vc, steps_a, steps_c = (a.copy() for a in group.arrays)  # the batch stays as it was
+    r, cache, (d, h, o, _) = group.rollout, group.cache, group.dims
+    nets, adam = _copies(group)
+    pa, pc, ma, va, mc, vc = nets.actor, nets.critic, adam.actor_m, adam.actor_v, adam.critic_m, adam.critic_v
+    hyper = group.hyper
     no_grads = np.zeros((0, 0), np.float32)
 
     def learn(n: int) -> None:
         for _ in range(n):
-            cache["ok"][:] = True  # acting's activations reused, as in a real period (same states)
-            kernel.learn(8, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c, r.obs, r.next_obs, r.actions,
-                         r.rewards, r.terminated, r.done, r.valid, *cache.values(), 0.99, 0.5, 0.0, 0.5, 7e-4, 7e-4,
-                         0.9, 0.999, 1e-8, no_grads, no_grads)
+            cache.ok[:] = True  # acting's activations reused, as in a real period (same states)
+            kernel.learn(8, group.dims, nets, adam, r.arrays, cache, hyper, no_grads, no_grads)
 
     def act(n: int) -> None:
         obs, uniforms = np.ascontiguousarray(batch.obs, dtype=np.float32), np.full(lanes, 0.5)
         actions, probs, active = np.zeros(lanes, np.int64), np.zeros((lanes, o), np.float32), np.ones(lanes, bool)
         for _ in range(n):
             for t in range(8):
-                kernel.act(pa, obs, uniforms, t, d, h, o, relu, *cache.values(), actions, probs, active)
+                kernel.act(pa, obs, uniforms, t, group.dims, cache, actions, probs, active)
 
     timed = {
         "critic forwards ×9": lambda n: _critic_forwards(pc, r.obs, d, h, n),
-        "actor backward": lambda n: _backwards(pa, r.obs, cache["h1"], cache["h2"], d, h, o, n),
-        "critic backward": lambda n: _backwards(pc, r.obs, cache["h1"], cache["h2"], d, h, 1, n),
+        "actor backward": lambda n: _backwards(pa, r.obs, cache.h1, cache.h2, d, h, o, n),
+        "critic backward": lambda n: _backwards(pc, r.obs, cache.h1, cache.h2, d, h, 1, n),
         "Adam, actor": lambda n: _adams(pa, ma, va, n),
         "Adam, critic": lambda n: _adams(pc, mc, vc, n),
         "whole update": learn,

@@ -18,11 +18,12 @@ import importlib.metadata
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 
 from benchmarks.common import Clock
 from frd.agents import kernel
+from frd.agents.jit import JIT, compiled
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -71,13 +72,13 @@ def _call(typingctx, fn, jitter, a, b, c):
     return sig, codegen
 
 
-@njit(**kernel.JIT)
+@compiled(**JIT)
 def _by_mkl(fn, jitter, a, b, c, repeats):
     for _ in range(repeats):
         _call(fn, jitter, a, b, c)
 
 
-@njit(**kernel.JIT)
+@compiled(**JIT)
 def _by_dot(a, b, c, trans_a, trans_b, repeats):
     for _ in range(repeats):
         if trans_a:
@@ -88,7 +89,7 @@ def _by_dot(a, b, c, trans_a, trans_b, repeats):
             np.dot(a, b, c)
 
 
-@njit(**kernel.JIT)
+@compiled(**JIT)
 def _by_layer(w, x, out, n_in, n_out, repeats):
     for _ in range(repeats):
         kernel._layer(w, 0, n_in * n_out, n_in, n_out, x, out, False, False)

@@ -10,8 +10,8 @@ numba loop.
 from __future__ import annotations
 
 import torch
-from numba import njit
 
+from frd.agents.jit import compiled
 from frd.classification.norm_block import KERNEL
 
 DENSE_MAP = 4
@@ -20,7 +20,7 @@ output lands inside the map, so the product wastes nothing, while oneDNN's convo
 the padding's zeros too (measured, batch 256, width 32: forward + backward 680 → 380 µs)."""
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def matrix_taps(weight, matrix, h, w, to_matrix):
     """Between each group's kernel ``weight[g]`` [Cout, Cin, 3, 3] and its matrix ``matrix[g]``:
     with ``to_matrix`` the matrix's blocks are set to their taps (zeros elsewhere), else each tap

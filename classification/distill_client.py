@@ -20,10 +20,9 @@ from typing import Any, Callable, Literal, Sequence, cast
 import numpy as np
 import torch
 import torch.nn.functional as F
-from numba import njit
 from torch import nn
 
-from frd.agents.kernel import JIT
+from frd.agents.jit import JIT, compiled
 from frd.classification.dense_conv import DENSE_MAP, dense_matrix
 from frd.classification.dp import DPConfig, clip_and_noise
 from frd.classification.first_block import FEW_CHANNELS, first_block
@@ -329,7 +328,7 @@ class _ClientState:
                                       for i in self.class_index])]
 
 
-@njit(**dict(JIT, fastmath=False))
+@compiled(**dict(JIT, fastmath=False))
 def sgd_step(p, grad, buf, lr, momentum, weight_decay, first):
     """One step of ``torch.optim.SGD`` (momentum without dampening, L2 weight decay) on flat float32
     arrays: d = grad + weight_decay·p; buf = d on the ``first`` step, else momentum·buf + d (d alone
@@ -405,7 +404,7 @@ class _ErrorBalls:
         return [torch.cat(layer) for layer in zip(*parts)]
 
 
-@njit(**dict(JIT, fastmath={"reassoc"}))
+@compiled(**dict(JIT, fastmath={"reassoc"}))
 def _place_on_spheres(centre, direction, radii, out):
     """out[k] = centre[k] + direction[k] · radii[k] / ‖direction[k]‖, the norm summed in float64
     in index order and the scale rounded to float32 once, as PyTorch's ``direction * (r / norm)``."""

@@ -20,8 +20,8 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from numba import njit
 
+from frd.agents.jit import compiled
 from frd.classification.norm_block import (
     KERNEL,
     channels_last,
@@ -42,7 +42,7 @@ FEW_CHANNELS = 4
 on CIFAR); wider inputs are oneDNN's home ground."""
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def im2col_image(x, width, pad, cols):
     """cols[ci·9 + tap, p] = the input pixel under ``tap`` of output pixel p (0 outside the map:
     zero padding), for one image x [H·W, Cin] channels last: the columns transposed, one row per
@@ -66,7 +66,7 @@ def im2col_image(x, width, pad, cols):
                         row[i * width + j] = pad[source + j, ci]
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def col2im_image(back, width, pad, dx):
     """dx[pixel, ci] = Σ over the output pixels p whose 3×3 window holds that pixel of
     back[ci·9 + tap, p] (transposed columns, as :func:`im2col_image` writes them), for one image
@@ -90,7 +90,7 @@ def col2im_image(back, width, pad, dx):
                 dx[i * width + j, ci] = pad[(i + 1) * stride + j + 1, ci]
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def _columns(rows, size):
     """Scratch for :func:`im2col_image`'s transposed columns, its last row the bias's ones."""
     cols = np.empty((rows, size), np.float32)
@@ -98,7 +98,7 @@ def _columns(rows, size):
     return cols
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def images_forward(x, kernel, gamma, beta, starts, width, eps, out, mean, rstd):
     """out[n] = pool(relu(norm(conv(x[n])))) for x [N, H·W, Cin]; images starts[k]:starts[k + 1]
     take group k's ``kernel[k]`` ([Cin·9 + 1, C]: taps, then the bias), γ[k] and β[k]; saves every
@@ -108,7 +108,7 @@ def images_forward(x, kernel, gamma, beta, starts, width, eps, out, mean, rstd):
         _forward_group(x[a:b], kernel[k], gamma[k], beta[k], width, eps, out[a:b], mean[a:b], rstd[a:b])
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def _forward_group(x, kernel, gamma, beta, width, eps, out, mean, rstd):
     """``images_forward`` of images that share their weights (a function of its own, so that its
     arrays, being arguments, carry the ``noalias`` promise: as views inside ``images_forward`` they
@@ -123,7 +123,7 @@ def _forward_group(x, kernel, gamma, beta, width, eps, out, mean, rstd):
         norm_pool_image(y, gamma, beta, width, eps, out[n], mean[n], rstd[n], scale, shift)
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def images_backward(x, kernel, gamma, beta, starts, width, mean, rstd, dout, dx, dkernel, dgamma, dbeta):
     """Gradients of Σ dout·block(x): each group's kernel (taps and bias, [K, Cin·9 + 1, C]; none
     when ``dkernel`` is [K, 0, 0]), γ and β, summed over its images; x's into dx unless it is empty."""
@@ -136,7 +136,7 @@ def images_backward(x, kernel, gamma, beta, starts, width, mean, rstd, dout, dx,
                         dkernel[k], dgamma[k], dbeta[k])
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def _backward_group(x, kernel, gamma, beta, width, mean, rstd, dout, dx, dkernel, dgamma, dbeta):
     """``images_backward`` of images that share their weights, adding into dkernel (when it has rows),
     dgamma and dbeta (see ``_forward_group`` for why a function of its own)."""

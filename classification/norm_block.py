@@ -20,10 +20,9 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from numba import njit
 from numba.core.compiler import Compiler
 
-from frd.agents.kernel import JIT
+from frd.agents.jit import JIT, compiled
 
 
 class _DistinctArrays(Compiler):
@@ -46,7 +45,7 @@ KERNEL: dict = dict(JIT, pipeline_class=_DistinctArrays)
 """The numba options of the ConvNet's fused kernels (here and in :mod:`frd.classification.first_block`)."""
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def norm_pool_image(y, gamma, beta, width, eps, out, m, q, scale, shift):
     """One image: out = pool(relu(norm(y))) for y [H·W, C]; writes its mean and 1/σ into m, q."""
     size, channels = y.shape[0], y.shape[1]
@@ -78,7 +77,7 @@ def norm_pool_image(y, gamma, beta, width, eps, out, m, q, scale, shift):
                               + (max(y2[c] * scale[c] + shift[c], zero) + max(y3[c] * scale[c] + shift[c], zero)))
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def norm_pool_image_backward(y, gamma, beta, width, m, rs, dout, dy, dgamma, dbeta, scale, shift, sum_dz, sum_dzx):
     """One image: dy = ∂(Σ dout·pool(relu(norm(y))))/∂y; adds its share of ∂/∂γ and ∂/∂β."""
     size, channels = y.shape[0], y.shape[1]
@@ -117,7 +116,7 @@ def norm_pool_image_backward(y, gamma, beta, width, m, rs, dout, dy, dgamma, dbe
             gk[c] = rs[c] * (gamma[c] * gk[c] - sum_dz[c] - (yk[c] - m[c]) * sum_dzx[c])
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def images_forward(y, gamma, beta, starts, width, eps, out, mean, rstd):
     """out = pool(relu(norm(y))) for y [N, H·W, C] (channels last), image by image; images
     starts[k]:starts[k + 1] take group k's γ[k], β[k]; saves every (image, channel)'s mean and 1/σ."""
@@ -126,7 +125,7 @@ def images_forward(y, gamma, beta, starts, width, eps, out, mean, rstd):
         _forward_group(y[a:b], gamma[k], beta[k], width, eps, out[a:b], mean[a:b], rstd[a:b])
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def _forward_group(y, gamma, beta, width, eps, out, mean, rstd):
     """``images_forward`` of images that share γ and β: a function of its own, so that its arrays, being
     arguments, carry the ``noalias`` promise (as views inside ``images_forward`` they would not, and the
@@ -136,7 +135,7 @@ def _forward_group(y, gamma, beta, width, eps, out, mean, rstd):
         norm_pool_image(y[n], gamma, beta, width, eps, out[n], mean[n], rstd[n], scale, shift)
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def images_backward(y, gamma, beta, starts, width, mean, rstd, dout, dy, dgamma, dbeta):
     """Gradients of Σ dout·pool(relu(norm(y))) w.r.t. y (into dy), and γ's and β's summed over
     each group's images."""
@@ -145,7 +144,7 @@ def images_backward(y, gamma, beta, starts, width, mean, rstd, dout, dy, dgamma,
         _backward_group(y[a:b], gamma[k], beta[k], width, mean[a:b], rstd[a:b], dout[a:b], dy[a:b], dgamma[k], dbeta[k])
 
 
-@njit(**KERNEL)
+@compiled(**KERNEL)
 def _backward_group(y, gamma, beta, width, mean, rstd, dout, dy, dgamma, dbeta):
     """``images_backward`` of images that share γ and β, into their own dgamma and dbeta (see
     ``_forward_group`` for why a function of its own)."""

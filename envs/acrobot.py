@@ -14,16 +14,16 @@ from typing import Any, Sequence
 import gymnasium as gym
 import numpy as np
 from gymnasium.utils import seeding
-from numba import njit
 from numpy import cos, pi, sin
 
+from frd.agents.jit import compiled
 from frd.envs.step import LaneStep
 
 ACROBOT = "Acrobot-v1"
 RESET_LOW, RESET_HIGH = -0.1, 0.1  # AcrobotEnv.reset's default bounds
 
 
-@njit(cache=True)
+@compiled()
 def _pow(x: np.ndarray, exponent: float) -> np.ndarray:
     """``x ** exponent`` element by element through libm's ``pow``, as numpy computes a float64
     scalar's ``** 2``; an array's ``** 2`` multiplies instead, which differs in the last bit for

@@ -11,12 +11,12 @@ Two guarantees the exchange methods rely on:
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import gymnasium as gym
 import numpy as np
-from numba import njit
 
+from frd.agents.jit import compiled
 from frd.envs.acrobot import ACROBOT, AcrobotLanes
 from frd.envs.step import Lanes, LaneStep
 from frd.errors import FrdError
@@ -42,7 +42,7 @@ def check_env_id(env_id: str) -> gym.Env:
     return env
 
 
-@njit(cache=True, error_model="numpy")
+@compiled(error_model="numpy")
 def _cartpole_step(state, steps, actions, active, gravity, masspole, total_mass, length, polemass_length,
                    force_mag, tau, x_threshold, theta_threshold, max_steps, resets, next_reset, obs, final_obs,
                    reward, terminated, truncated):
@@ -84,6 +84,19 @@ def _cartpole_step(state, steps, actions, active, gravity, masspole, total_mass,
         for k in range(4):
             obs[i, k] = state[k, i]
     return exhausted
+
+
+class CartPoleState(NamedTuple):
+    """What ``_cartpole_step`` reads and writes of every lane, for a caller that steps lanes itself
+    (``frd.rl.fused``): the state [4, L], the steps into the episode, the physics constants (float64,
+    ``_cartpole_step``'s order), the step limit, the pre-drawn first states and which is next."""
+
+    state: np.ndarray
+    steps: np.ndarray
+    constants: np.ndarray
+    max_steps: int
+    resets: np.ndarray
+    next_reset: np.ndarray
 
 
 class CartPoleLanes:
@@ -136,6 +149,11 @@ class CartPoleLanes:
         episode ends per step; ``steps`` ≤ ``RESET_BLOCK``), for a caller that steps the lanes
         through ``_cartpole_step`` without refilling between steps (``frd.rl.fused``)."""
         self._draw_resets(keep=steps - 1)
+
+    def kernel_state(self) -> CartPoleState:
+        """The lanes' arrays themselves (stepping them steps the lanes)."""
+        return CartPoleState(self.core.state, self.core.steps, np.array(self.constants[:-1], np.float64),
+                             self.constants[-1], self.resets, self.next_reset)
 
     def reset(self) -> np.ndarray:
         self.env.reset()

@@ -377,7 +377,7 @@ def test_a_lane_that_stops_mid_rollout_learns_the_same_without_acting_while_stop
         actions, probs = skipping.act(obs, active)
         acted, _ = acting.act(obs)
         if t > 3:
-            assert actions[0] == 0 and not probs[0].any() and not skipping.cache["ok"][0, t]
+            assert actions[0] == 0 and not probs[0].any() and not skipping.cache.ok[0, t]
             acted[0] = 0  # a stopped lane's action only moves the env's discarded next state
         for pop, a in ((skipping, actions), (acting, acted)):
             pop.observe(obs, a, active.astype(np.float32), obs + 1, ended, np.zeros(2, bool),
@@ -404,19 +404,3 @@ def test_the_rlcode_failure_reward_replaces_a_termination_only_where_it_is_a_fai
     marked = "failure_reward" in config.resume_key().common
     assert marked == (env_id != "CartPole-v1")
     assert "failure_reward" not in rl_config("independent", env_id=env_id).resume_key().common
-
-
-def test_cached_kernels_are_stamped_with_the_sources_they_inline(tmp_path, monkeypatch):
-    """The fused period inlines this module's kernels: its on-disk cache must go stale when they change."""
-    from frd.agents import kernel
-    from frd.rl import fused
-
-    locator = fused.periods._cache._impl._locator
-    assert isinstance(locator, (kernel._InTreeLocator, kernel._UserProvidedLocator))
-    source = tmp_path / "kernel.py"
-    source.write_text("x = 1\n")
-    monkeypatch.setattr(kernel, "JIT_SOURCES", (source,))
-    before = locator.get_source_stamp()
-    assert locator.get_source_stamp() == before
-    source.write_text("x = 2\n")
-    assert locator.get_source_stamp() != before

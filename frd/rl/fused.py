@@ -12,90 +12,81 @@ together, because an episode's end can stop the run's other lanes (the first age
 ends an ``until first`` run).
 
 Every lane does exactly the lockstep step's arithmetic (the same ``frd.agents.kernel`` and
-``frd.envs.lanes._cartpole_step`` functions on the same arrays), and an episode's end takes the same
-decision as ``RLBatch._end_episode``: completed (mission window), capped, or at the exchange
-barrier. The episodes are returned as events that the runner records in lockstep order and
-checks against its own decisions, so a run's tables are bit for bit the lockstep ones (tested).
+``frd.envs.lanes._cartpole_step`` functions on the same arrays), and an episode's end is decided by
+the same rule, on the runner's own arrays (``frd.rl.episode_end.end_episode``): completed (mission
+window), capped, or at the exchange barrier. The episodes are returned as events, with what the
+rule did, that the runner records in lockstep order, so a run's tables are bit for bit the
+lockstep ones (tested).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
-from numba import njit
 
 from frd.agents import kernel
+from frd.agents.jit import compiled
 from frd.envs.lanes import _cartpole_step
-
-GOES_ON, COMPLETED, CAPPED, AT_BARRIER = 0, 1, 2, 3
-"""What an episode's end did to its lane."""
+from frd.rl.episode_end import DROPPED, GOES_ON, end_episode
 
 
-@njit(cache=True, error_model="numpy")
-def _finish_run(first, A, rows, active, waiting, finished, run):
-    finished[run] = True
-    for k in range(A):
-        lane = rows[first + k]
-        active[lane] = False
-        waiting[lane] = False
+class LaneArrays(NamedTuple):
+    """The batch's per-lane arrays a period steps: the state to act on [L, d], the episode's score so
+    far, the steps taken, and whether the lane keeps an experience memory."""
+
+    obs: np.ndarray
+    score: np.ndarray
+    env_steps: np.ndarray
+    records: np.ndarray
 
 
-@njit(cache=True, error_model="numpy")
-def _episode_end(lane, first, A, rows, run, active, waiting, capped, finished, episode, recent, recent_n,
-                 target, max_episodes, period, exchanges, until_first):
-    """``RLBatch._end_episode``'s decision for ``lane`` whose episode number is now ``episode[lane]``
-    and whose score was just pushed into ``recent``; returns what it did."""
-    W = recent.shape[1]
-    done = False
-    if recent_n[lane] >= W:
-        total = 0.0  # oldest first, as ``sum`` over ``MissionWindow``'s deque
-        start = recent_n[lane] % W
-        for k in range(W):
-            total += recent[lane, (start + k) % W]
-        done = total / W >= target
-    if done:
-        if until_first:
-            _finish_run(first, A, rows, active, waiting, finished, run)
-        else:
-            _retire(lane, first, A, rows, run, active, waiting, capped, finished)
-        return COMPLETED
-    if episode[lane] >= max_episodes:
-        _retire(lane, first, A, rows, run, active, waiting, capped, finished)
-        return CAPPED
-    if exchanges and episode[lane] % period == 0:
-        waiting[lane] = True
-        active[lane] = False
-        return AT_BARRIER
-    return GOES_ON
+class MemoryArrays(NamedTuple):
+    """Every lane's experience memory (``ExperienceMemory``): states, action probabilities, fill."""
+
+    states: np.ndarray
+    probs: np.ndarray
+    size: np.ndarray
 
 
-@njit(cache=True, error_model="numpy")
-def _retire(lane, first, A, rows, run, active, waiting, capped, finished):
-    capped[lane] = True
-    active[lane] = False
-    for k in range(A):
-        if not capped[rows[first + k]]:
-            return
-    _finish_run(first, A, rows, active, waiting, finished, run)
+class Events(NamedTuple):
+    """The episode ends a call writes, one entry each: the step (from the call's first), the lane,
+    its episode number, score and steps so far, and what the end did (``frd.rl.episode_end.end_episode``'s
+    answer)."""
+
+    tick: np.ndarray
+    lane: np.ndarray
+    episode: np.ndarray
+    score: np.ndarray
+    steps: np.ndarray
+    what: np.ndarray
 
 
-@njit(cache=True, error_model="numpy")
-def periods(most, n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
-           cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
-           r_obs, r_next, r_actions, r_rewards, r_terminated, r_done, r_valid,
-           gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, failure_reward,
-           uniforms, state, env_steps_in_episode, constants, max_steps, resets, next_reset,
-           obs, active, waiting, capped, score, episode, env_steps, finished, exchanges, records,
-           memory_states, memory_probs, memory_size, recent, recent_n, target, max_episodes, period_episodes,
-           until_first, ev_tick, ev_lane, ev_episode, ev_score, ev_steps, ev_what, row_periods):
+@compiled(error_model="numpy")
+def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, lanes, memory, mission, standing, events,
+            row_periods):
     """Update periods of every run whose rows are ``rows`` (population row → env lane; a run's
-    ``A`` lanes are consecutive rows), each ``n`` lockstep steps and the update, run by run: each
-    run takes at most ``most`` of them before the next run, and stops after one in which an
-    episode's end did more than end the episode (a mission completed, a lane capped or at the
+    ``mission.agents`` lanes are consecutive rows), each ``n`` lockstep steps and the update, run by
+    run: each run takes at most ``most`` of them before the next run, and stops after one in which
+    an episode's end did more than end the episode (a mission completed, a lane capped or at the
     barrier: the runner acts on those between calls). Runs are independent until then, so how
     many periods a run takes in one call, and whether its batch-mates took as many, changes no
-    result. Population arrays are indexed by row, the env's, the batch's and the memory's by lane;
+    result. The population's bundles (``frd.agents.kernel``) are indexed by row, the env's
+    (``CartPoleState``), the batch's (``lanes``, ``standing``) and the memory's by lane;
     ``uniforms`` has a row per step of the ``most`` periods. Writes each row's number of periods
-    into ``row_periods`` and returns the number of episode events written (their ticks count the
-    steps from the call's first, each run's own)."""
+    into ``row_periods`` and returns the number of ``events`` written (their ticks count the
+    steps from the call's first, each run's own). The bundles are unpacked once: the loops run
+    on local names."""
+    d, h, o, relu = dims
+    pa = nets.actor
+    n = rollout.obs.shape[1]
+    A = mission.agents
+    r_obs, r_next, r_actions, r_rewards, r_terminated, r_done, r_valid = rollout
+    failure_reward = hyper.failure_reward
+    state, env_steps_in_episode, c, max_steps, resets, next_reset = env
+    obs, score, env_steps, records = lanes
+    memory_states, memory_probs, memory_size = memory
+    active, episode = standing.active, standing.episode
+    ev_tick, ev_lane, ev_episode, ev_score, ev_steps, ev_what = events
     R = rows.shape[0]
     row_obs = np.empty((R, obs.shape[1]), np.float32)
     actions = np.zeros(R, np.int64)
@@ -109,22 +100,20 @@ def periods(most, n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, st
     reward = np.empty(1, np.float32)
     terminated = np.empty(1, np.bool_)
     truncated = np.empty(1, np.bool_)
-    scratch = kernel.learn_scratch(n, d, h, o, pa.shape[1], pc.shape[1])
+    scratch = kernel.learn_scratch(n, d, h, o, pa.shape[1], nets.critic.shape[1])
     no_grads = np.zeros((0, 0), np.float32)
-    c = constants
-    events = 0
+    count = 0
     for first in range(0, R, A):
-        run = rows[first] // A
         for done in range(1, most + 1):
-            start, first_event = (done - 1) * n, events
+            start, first_event = (done - 1) * n, count
             for t in range(n):
                 for row in range(first, first + A):
                     lane = rows[row]
                     stepping[row] = active[lane]
                     for k in range(obs.shape[1]):
                         row_obs[row, k] = obs[lane, k]
-                    kernel.act_lane(row, pa, row_obs, uniforms[start + t, row], t, d, h, o, relu, cache_h1, cache_h2,
-                                    cache_logits, cache_obs, cache_ok, actions, probs, stepping[row])
+                    kernel.act_lane(row, pa, row_obs, uniforms[start + t, row], t, dims, cache, actions, probs,
+                                    stepping[row])
                     if stepping[row] and records[lane]:
                         at = memory_size[lane]
                         memory_states[lane, at] = row_obs[row]
@@ -150,34 +139,26 @@ def periods(most, n, A, rows, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, st
                     obs[lane] = next_obs[0]
                 if t == n - 1:
                     for row in range(first, first + A):
-                        kernel.learn_lane(row, n, d, h, o, relu, pa, pc, ma, va, mc, vc, steps_a, steps_c,
-                                          r_obs, r_next, r_actions, r_rewards, r_terminated, r_done, r_valid,
-                                          cache_h1, cache_h2, cache_logits, cache_obs, cache_ok, gamma, value_coef,
-                                          entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, no_grads, no_grads,
-                                          scratch)
+                        kernel.learn_lane(row, n, dims, nets, adam, rollout, cache, hyper, no_grads, no_grads, scratch)
                 for row in range(first, first + A):
-                    if not ended[row] or finished[run]:  # another agent may have ended the run at this step
+                    if not ended[row]:
                         continue
                     lane = rows[row]
-                    ev_tick[events], ev_lane[events], ev_score[events] = start + t, lane, score[lane]
-                    ev_steps[events] = env_steps[lane]
+                    what = end_episode(lane, score[lane], mission, standing)
+                    if what == DROPPED:
+                        continue
+                    ev_tick[count], ev_lane[count], ev_score[count] = start + t, lane, score[lane]
+                    ev_steps[count], ev_episode[count], ev_what[count] = env_steps[lane], episode[lane], what
                     score[lane] = 0.0
-                    episode[lane] += 1
-                    ev_episode[events] = episode[lane]
-                    recent[lane, recent_n[lane] % recent.shape[1]] = ev_score[events]
-                    recent_n[lane] += 1
-                    ev_what[events] = _episode_end(lane, first, A, rows, run, active, waiting, capped, finished, episode,
-                                                   recent, recent_n, target, max_episodes, period_episodes,
-                                                   exchanges[run], until_first)
-                    events += 1
-            if _needs_runner(ev_what, first_event, events) or done == most:
+                    count += 1
+            if _needs_runner(ev_what, first_event, count) or done == most:
                 for row in range(first, first + A):
                     row_periods[row] = done
                 break
-    return events
+    return count
 
 
-@njit(cache=True, error_model="numpy")
+@compiled(error_model="numpy")
 def _needs_runner(ev_what, first, last):
     """Whether one of the episode ends ``first``…``last`` did more than end the episode."""
     for e in range(first, last):

@@ -4,7 +4,8 @@ the same run in process.
 Agents share nothing but the rounds, so each plays its own episodes on its own node as far as
 its next event: the barrier (its upload then comes back with the reply), its mission or its
 episode cap. The server merges the agents' episodes by the batch's clock (steps since the
-start; every lane's rollout slots follow it) and runs the round where the batch in process
+start; every lane's rollout slots follow it), takes them through the batch's own episode-end
+rule (``frd.rl.episode_end``) in that order, and runs the round where the batch in process
 would: at the first safe point (every learner just updated) after the last agent's event. It
 tells each agent that clock, the live agents' recent means (the round's leader is chosen from
 them) and where in the round's generator the agent's distillation starts; the agent idles to
@@ -39,6 +40,7 @@ from frd.exchange import run_round
 from frd.payload import Payload
 from frd.remote import Link, Reply, Request, Transport, array_report
 from frd.results import run_id
+from frd.rl import episode_end
 from frd.rl.config import RLConfig
 from frd.rl.methods import Strategy, get_method
 from frd.rl.runner import ROUND_COLUMNS, RLBatch, RunState, round_rng, run_tables
@@ -113,9 +115,9 @@ class AgentReplay(RLBatch):
         for _ in self.proceed():
             pass
 
-    def _episode_ended(self, lane: int, episode: int, score: float, env_steps: int) -> int:
+    def _record(self, lane: int, episode: int, score: float, env_steps: int, what: int) -> None:
         self.clocks.append(self.clock)
-        return super()._episode_ended(lane, episode, score, env_steps)
+        super()._record(lane, episode, score, env_steps, what)
 
     def exchange(self, i: int, rows: dict[int, int]) -> bool:
         run = self.runs[i]
@@ -155,7 +157,7 @@ class AgentReplay(RLBatch):
         return array_report(
             clock=clock.astype(np.int64), episode=episode.astype(np.int64), score=score.astype(np.float64),
             env_steps=env_steps.astype(np.int64), steps_now=np.array([self.env_steps[0]], np.int64),
-            recent=np.array([run.windows[self.agent].mean()], np.float64),
+            recent=np.array([episode_end.recent_mean(self.standing, 0)], np.float64),
             completed_at=np.array([run.completed_at.get(self.agent, 0)], np.int64),
             **{f"log_{k}": np.array([row[k] for row in log], np.float64) for k in LOG_FIELDS})
 
@@ -249,7 +251,10 @@ class RemoteRun:
         setup = config.run_setup(env.observation_space, int(env.action_space.n), seed)  # type: ignore[attr-defined]
         strategy = get_method(method)(config.options_for(method), setup)
         self.config, self.link, self.id = config, link, run_id(method, seed)
-        self.run = RunState(method, strategy, seed, np.arange(config.agents), [])
+        self.run = RunState(method, strategy, seed, np.arange(config.agents))
+        # the agents' episodes go through the rule again here, in the order the batch would take them
+        self.standing = episode_end.standing(np.array([strategy.exchanges]), config.agents, config.window)
+        self.mission = episode_end.mission(config, config.agents)
         self.channel = make_channel(config.channel, derive_seed(seed, Stream.RL_CHANNEL), **dict(config.channel_options))
         self.transport = Transport()
         self.episodes = np.zeros(config.agents, np.int64)   # each agent's episodes so far
@@ -299,25 +304,31 @@ class RemoteRun:
         return reports, uploads
 
     def _ended(self, reports: dict[int, Payload], uploads: dict[int, Payload]) -> bool:
-        """Merge the agents' episodes by clock and retire the agents that are done; whether the run
-        ended (under ``until first`` at the first completion, dropping what others played past it)."""
+        """Merge the agents' episodes by clock and take each through the episode-end rule, as the
+        batch would at that clock; whether the run ended (what an agent played past its end is
+        dropped, as in process)."""
         rows = sorted((int(r["clock"][i]), a, int(r["episode"][i]), float(r["score"][i]), int(r["env_steps"][i]))
                       for a, r in reports.items() for i in range(len(r["clock"])))
         self.events = {a: int(r["clock"][-1]) for a, r in reports.items()}
-        completions = sorted((self.events[a], a) for a, r in reports.items() if r["completed_at"][0])
-        cut = completions[0] if completions and self.config.until == "first" else None
+        ended_at = None  # the clock at which the run ended
         for clock, a, episode, score, env_steps in rows:
-            if cut is None or (clock, a) <= cut:
-                self.run.episodes.append((a, episode, score, env_steps))
-                self.episodes[a] = episode
+            what = episode_end.end_episode(a, score, self.mission, self.standing)
+            if what == episode_end.DROPPED:
+                continue
+            assert self.standing.episode[a] == episode, "an agent's episodes disagree with the server's count"
+            self.run.episodes.append((a, episode, score, env_steps))
+            self.episodes[a] = episode
+            if what & episode_end.LANE == episode_end.COMPLETED:
+                self.run.completed_at[a] = episode
+            if what & episode_end.ENDS_RUN:
+                ended_at = clock
         for a in self.live:
             stepped = self.events[a] - self.resumed + 1  # active at every clock from the last round to its event
             assert self.env_steps[a] + stepped == reports[a]["steps_now"][0], "an agent's steps disagree with the clock"
-            self.env_steps[a] += stepped if cut is None else max(min(self.events[a], cut[0]) - self.resumed + 1, 0)
-        for _, a in completions[:1] if cut is not None else completions:
-            self.run.completed_at[a] = int(reports[a]["completed_at"][0])
-        self.live = [a for a in self.live if a in uploads]
-        return cut is not None or not self.live
+            self.env_steps[a] += stepped if ended_at is None else max(min(self.events[a], ended_at) - self.resumed + 1, 0)
+        self.live = [a for a in self.live if not self.standing.capped[a]]
+        assert ended_at is not None or set(self.live) == set(uploads), "an agent's barrier disagrees with the server's"
+        return ended_at is not None
 
     def _round(self, reports: dict[int, Payload], uploads: dict[int, Payload]) -> None:
         """The round among the live agents, at the first safe point after the last event; what
@@ -335,6 +346,7 @@ class RemoteRun:
                          RoundInput(clock, scores, states.get(a)).encode()) for a in self.live}
         self.log_order = list(states)
         self.resumed = clock + 1
+        self.standing.waiting[self.live], self.standing.active[self.live] = False, True
         run.rounds += 1
         run.comm_s += report.comm_s
         run.compute_s += time.perf_counter() - started

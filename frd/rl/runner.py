@@ -18,12 +18,11 @@ from frd.envs.lanes import RESET_BLOCK, CartPoleLanes, make_lanes
 from frd.exchange import run_round
 from frd.ledger import Ledger
 from frd.results import run_id
-from frd.rl import fused
+from frd.rl import episode_end, fused
 from frd.rl.checkpoint import BatchCheckpoint
 from frd.rl.config import RLConfig
 from frd.rl.memory import ExperienceMemory
 from frd.rl.methods import RoundContext, Strategy, get_method
-from frd.rl.mission import MissionWindow
 from frd.seeding import Stream, derive_seed
 
 ROUND_COLUMNS = ["round", "agent", "entries", "steps", "loss_before", "loss_after"]
@@ -39,7 +38,6 @@ class RunState:
     strategy: Strategy
     seed: int
     lanes: np.ndarray
-    windows: list[MissionWindow]
     ledger: Ledger = field(default_factory=Ledger)
     episodes: list[tuple] = field(default_factory=list)
     round_log: list[dict] = field(default_factory=list)  # the strategy's per-round rows
@@ -80,17 +78,16 @@ class RLBatch:
             setup = config.run_setup(self.env.observation_space, self.env.n_actions, seed)
             return get_method(method)(config.options_for(method), setup)
 
-        self.runs = [RunState(method, strategy(method, s), s, np.arange(i * A, (i + 1) * A),
-                              [MissionWindow(config.target, config.window) for _ in range(config.agents)])
+        self.runs = [RunState(method, strategy(method, s), s, np.arange(i * A, (i + 1) * A))
                      for i, (method, s) in enumerate(runs)]
         self.channels = [make_channel(config.channel, derive_seed(s, Stream.RL_CHANNEL), **dict(config.channel_options))
                          for s in seeds]
         L = len(lane_seeds)
-        self.active = np.ones(L, bool)       # lanes that step now
-        self.waiting = np.zeros(L, bool)     # lanes at the exchange barrier
-        self.capped = np.zeros(L, bool)      # lanes that reached the episode cap
+        # which lanes step, wait at the barrier or have retired, their episodes and mission windows,
+        # which runs have ended: what the episode-end rule reads and writes (``frd.rl.episode_end``)
+        self.standing = episode_end.standing(np.array([run.strategy.exchanges for run in self.runs]), A, config.window)
+        self.mission = episode_end.mission(config, A)
         self.score = np.zeros(L)
-        self.episode = np.zeros(L, np.int64)
         self.env_steps = np.zeros(L, np.int64)
         self.records = np.repeat([run.strategy.records_memory for run in self.runs], A)  # lanes that keep a memory
         self.memory = (ExperienceMemory(L, self.env.obs_dim, self.env.n_actions)
@@ -106,9 +103,26 @@ class RLBatch:
         # CartPole with one learner: a whole update period per call, run by run (``frd.rl.fused``)
         self.fused = (isinstance(self.env, CartPoleLanes) and len(self.pop.groups) == 1
                       and self.pop.groups[0].config.n_steps <= RESET_BLOCK)
-        self.recent = np.zeros((L, config.window))  # fused: each lane's mission window as a ring …
-        self.recent_count = np.zeros(L, np.int64)     # … and how many scores went into it
-        self.exchanges = np.array([run.strategy.exchanges for run in self.runs])
+
+    @property
+    def active(self) -> np.ndarray:
+        """Lanes that step now."""
+        return self.standing.active
+
+    @property
+    def waiting(self) -> np.ndarray:
+        """Lanes at the exchange barrier."""
+        return self.standing.waiting
+
+    @property
+    def capped(self) -> np.ndarray:
+        """Lanes retired (capped, or completed while others go on)."""
+        return self.standing.capped
+
+    @property
+    def episode(self) -> np.ndarray:
+        """Each lane's episodes so far."""
+        return self.standing.episode
 
     def _configure_torch(self) -> None:
         torch.set_num_threads(self.config.threads)
@@ -203,79 +217,56 @@ class RLBatch:
         return self.agent_ids[lane % len(self.agent_ids)]
 
     def _end_episode(self, lane: int) -> None:
-        run = self.runs[self._run_of(lane)]
-        if run.finished:  # another agent ended the run at this very step
-            return
-        score, self.score[lane] = float(self.score[lane]), 0.0
-        episode = self.episode[lane] = int(self.episode[lane]) + 1  # Python numbers: cheaper than numpy's
-        self._episode_ended(lane, episode, score, int(self.env_steps[lane]))
+        score = float(self.score[lane])
+        what = episode_end.end_episode(lane, score, self.mission, self.standing)
+        if what != episode_end.DROPPED:
+            self.score[lane] = 0.0
+            self._record(lane, int(self.episode[lane]), score, int(self.env_steps[lane]), what)
 
-    def _episode_ended(self, lane: int, episode: int, score: float, env_steps: int) -> int:
-        """Record ``lane``'s episode and stop the lane (or its run) where it must; returns which of
-        ``fused``'s outcomes it was."""
-        cfg = self.config
-        run, agent = self.runs[self._run_of(lane)], self.agent_of(lane)
+    def _record(self, lane: int, episode: int, score: float, env_steps: int, what: int) -> None:
+        """Record ``lane``'s episode, whose end did ``what`` (``episode_end.end_episode``), and what
+        follows from it here: the run's tables when it ended, a look for a round when a lane stopped."""
+        i = self._run_of(lane)
+        run, agent = self.runs[i], self.agent_of(lane)
         run.episodes.append((agent, episode, score, env_steps))
-        if run.windows[agent].add(score):
+        if what & episode_end.LANE == episode_end.COMPLETED:
             run.completed_at[agent] = episode
-            if cfg.until == "first":
-                self._finish(run)
-            else:
-                self._retire(lane)
-            return fused.COMPLETED
-        if episode >= cfg.max_episodes:
-            self._retire(lane)
-            return fused.CAPPED
-        if run.strategy.exchanges and episode % cfg.period == 0:
-            self.waiting[lane], self.active[lane] = True, False
-            self.at_barrier.add(self._run_of(lane))
-            return fused.AT_BARRIER
-        return fused.GOES_ON
+        if what & episode_end.ENDS_RUN:
+            self._finish(run)
+        elif what != episode_end.GOES_ON:
+            self.at_barrier.add(i)  # its barrier may be complete (or the others were waiting for this lane)
 
     def _step_period(self) -> None:
         """``fused.periods``: the next update periods of every run in one call, as many as can pass
         without the runner (``_periods_at_once``, each run's own count), then their episodes
-        recorded here in lockstep order, each checked against the call's own decision."""
-        group, cfg, env = self.pop.groups[0], self.config, self.env
+        recorded here in lockstep order."""
+        group, env = self.pop.groups[0], self.env
         assert isinstance(env, CartPoleLanes)
-        a2c, n, rows, start = group.config, group.config.n_steps, self.rows, self.clock
+        n, rows, start = group.config.n_steps, self.rows, self.clock
         most = self._periods_at_once(n)
         env.reserve_resets(n * most)
         if self.memory is not None:
             self.memory.reserve(n * most)
-            memory = (self.memory.states, self.memory.probs, self.memory.size)
+            memory = fused.MemoryArrays(self.memory.states, self.memory.probs, self.memory.size)
         else:
-            memory = (np.zeros((0, 0, env.obs_dim), np.float32), np.zeros((0, 0, env.n_actions), np.float32),
-                      np.zeros(0, np.int64))
-        # the call stops lanes on its copies; the records below replay that from the arrays as they were
-        active, waiting, capped = self.active.copy(), self.waiting.copy(), self.capped.copy()
-        finished = np.array([run.finished for run in self.runs])
-        events = len(rows) * n * most
-        tick, lane_of, episode, steps, what = (np.empty(events, np.int64) for _ in range(5))
-        score = np.empty(events)
-        r, ao, co, core = group.rollout, group.actor_opt, group.critic_opt, env.core
-        failure = np.nan if a2c.failure_reward is None else a2c.failure_reward
+            memory = fused.MemoryArrays(np.zeros((0, 0, env.obs_dim), np.float32),
+                                        np.zeros((0, 0, env.n_actions), np.float32), np.zeros(0, np.int64))
+        room = len(rows) * n * most
+        events = fused.Events(tick=np.empty(room, np.int64), lane=np.empty(room, np.int64),
+                              episode=np.empty(room, np.int64), score=np.empty(room), steps=np.empty(room, np.int64),
+                              what=np.empty(room, np.int64))
         periods = np.empty(len(rows), np.int64)  # each row's, written by the call
-        count = fused.periods(  # type: ignore[call-arg]  # numba's typing of a call this long
-            most, n, len(self.agent_ids), rows, *group.dims, *group.arrays, *group.cache.values(),
-            r.obs, r.next_obs, r.actions, r.rewards, r.terminated, r.done, r.valid,
-            a2c.gamma, a2c.value_coef, a2c.entropy_coef, -1.0 if a2c.max_grad_norm is None else a2c.max_grad_norm,
-            ao.lr, co.lr, ao.betas[0], ao.betas[1], ao.eps, failure,
-            group.draw_uniforms(n * most), core.state, core.steps, np.array(env.constants[:-1], np.float64),
-            env.constants[-1], env.resets, env.next_reset,
-            self.obs, active, waiting, capped, self.score, self.episode, self.env_steps, finished, self.exchanges,
-            self.records, *memory, self.recent, self.recent_count, cfg.target, cfg.max_episodes, cfg.period,
-            cfg.until == "first", tick, lane_of, episode, score, steps, what, periods)
+        count = fused.periods(most, rows, group.dims, group.nets, group.adam, group.rollout.arrays, group.cache,
+                              group.hyper, group.draw_uniforms(n * most), env.kernel_state(),
+                              fused.LaneArrays(self.obs, self.score, self.env_steps, self.records), memory,
+                              self.mission, self.standing, events, periods)
+        tick, lane_of, episode, score, steps, what = events
         group.undraw_uniforms(n * (most - periods))
         order = np.lexsort((lane_of[:count], tick[:count]))
-        for t, lane, ep, points, taken, decided in zip(*(column[order].tolist() for column in (
+        for t, lane, ep, points, taken, did in zip(*(column[order].tolist() for column in (
                 tick, lane_of, episode, score, steps, what))):  # Python numbers: cheaper per event than numpy's
             self.clock = start + t + 1  # as in lockstep while that step's episodes end
-            if self._episode_ended(lane, ep, points, taken) != decided:
-                raise RuntimeError(f"fused period and runner disagree on lane {lane}'s episode {ep}")
-        if not (np.array_equal(active, self.active) and np.array_equal(waiting, self.waiting)
-                and np.array_equal(capped, self.capped)):
-            raise RuntimeError("fused period and runner disagree on which lanes step")
+            self._record(lane, ep, points, taken, did)
         self.clock = start + n * int(periods.max(initial=1))  # the furthest run's (runs may part, ``fused``)
 
     def _periods_at_once(self, n: int) -> int:
@@ -287,16 +278,6 @@ class RLBatch:
         if self.hooked or self.at_barrier:
             return 1
         return max(1, RESET_BLOCK // (2 * n))
-
-    def _retire(self, lane: int) -> None:
-        """The lane stops (at the cap, or completed when every agent is awaited); its run ends
-        with its last lane."""
-        run = self.runs[self._run_of(lane)]
-        self.capped[lane], self.active[lane] = True, False
-        if self.capped[run.lanes].all():
-            self._finish(run)
-        else:
-            self.at_barrier.add(self._run_of(lane))  # the others may be waiting for this agent
 
     def _row_of(self) -> dict[int, int]:
         return {int(lane): row for row, lane in enumerate(self.rows)}
@@ -340,7 +321,8 @@ class RLBatch:
         lanes = {a: run.lanes[self.agent_ids.index(a)] for a in rows}
         memories = ({a: self.memory.take(lane) for a, lane in lanes.items()}
                     if self.memory is not None and run.strategy.records_memory else {})
-        scores = recent_scores if recent_scores is not None else {a: run.windows[a].mean() for a in rows}
+        scores = (recent_scores if recent_scores is not None
+                  else {a: episode_end.recent_mean(self.standing, lane) for a, lane in lanes.items()})
         return RoundContext(self.pop, rows, memories, rng, scores)
 
     def exchange(self, i: int, rows: dict[int, int]) -> bool:
@@ -354,10 +336,10 @@ class RLBatch:
         return True
 
     def _finish(self, run: RunState) -> None:
+        """The rule ended ``run``: its tables."""
         run.finished = True
         self.live_runs -= 1
         self.stale_rows = True
-        self.active[run.lanes] = self.waiting[run.lanes] = False
         self.done.append(run_tables(self.config, run, self.episode[run.lanes], self.env_steps[run.lanes]))
 
     def _compact(self) -> None:
