@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from frd.backends import Executor
-from frd.domains import Domain
 from frd.classification import cli
 from frd.classification.config import ClsConfig
 from frd.classification.data import Dataset, load_dataset
@@ -16,6 +15,7 @@ from frd.classification.methods import CLS_METHODS, COMMON_FIELDS, cls_config
 from frd.classification.remote import participant_reply, resolved
 from frd.classification.runner import build_run
 from frd.classification.runs import ClsRuns
+from frd.domains import Domain
 from frd.remote import Reply, Request
 from frd.results import ResultStore, run_id
 
