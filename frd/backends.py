@@ -1,7 +1,8 @@
-"""Where runs execute: ``local`` (in this process, one batch) or ``ray`` (groups of runs as Ray
-tasks over a machine's cores or a cluster).
+"""Where runs execute: ``local`` (in this process, one group) or ``ray`` (groups of runs as Ray
+tasks over a machine's cores or a cluster), whatever their domain: a domain says how one group of
+its runs executes (``Runs``; RL: one batch of the engine), a backend deals the groups out.
 
-A Ray task runs the same batched engine on its group and streams each finished run's tables back
+A Ray task runs the domain's own group code and streams each finished run's tables back
 the moment it finishes (a streaming generator); the driver saves it through ``ResultStore`` as a
 local run would. So results live with the driver (no shared filesystem), and resume, Ctrl-C and
 ``kill`` behave as they do locally: a run counts once its tables are saved, a run in flight is
@@ -36,6 +37,22 @@ OBJECT_STORE_BYTES = 256 * 1024 ** 2
 MISSING_RAY = "--backend ray needs Ray: pip install 'frd[ray]'"
 
 Tables = dict  # {"runs": DataFrame, ...}: one finished run
+
+
+class Runs(Protocol):
+    """How a domain's runs execute, as a backend deals them out: ``shared`` is what every run of a
+    sweep shares (RL: the config; classification: the dataset), an item is one run."""
+
+    def threads(self, shared: Any, items: Sequence[Any]) -> int:
+        """CPUs one group of ``items`` keeps busy (a Ray task's share)."""
+
+    def run_group(self, shared: Any, items: Sequence[Any], on_step: Callable[[], object],
+                  on_status: Callable[[str], None]) -> Iterator[tuple[int, Tables]]:
+        """(index into ``items``, tables) of each run of one group, in this process, as it finishes;
+        ``on_step`` after each step of a run (a classification round), ``on_status`` says what runs."""
+
+    def run_remote(self, shared: Any, item: Any, link: Link, on_step: Callable[[], object]) -> Tables:
+        """One run with its participants reached over ``link`` (Flower): its tables plus ``transport``."""
 
 
 @dataclass(frozen=True)
@@ -91,27 +108,13 @@ class Backend:
                 yield groups[g][i], tables
 
 
-class Runs(Protocol):
-    """How a domain's runs execute, as a backend deals them out: ``shared`` is what every run of a
-    sweep shares (RL: the config; classification: the dataset), an item is one run."""
-
-    def threads(self, shared: Any, items: Sequence[Any]) -> int:
-        """CPUs one group of ``items`` keeps busy (a Ray task's share)."""
-
-    def run_group(self, shared: Any, items: Sequence[Any], on_step: Callable[[], object],
-                  on_status: Callable[[str], None]) -> Iterator[tuple[int, Tables]]:
-        """(index into ``items``, tables) of each run of one group, in this process, as it finishes;
-        ``on_step`` after each step of a run (a classification round), ``on_status`` says what runs."""
-
-    def run_remote(self, shared: Any, item: Any, link: Link, on_step: Callable[[], object]) -> Tables:
-        """One run with its participants reached over ``link`` (Flower): its tables plus ``transport``."""
-
-
 class Executor(Protocol):
     """Where a sweep's runs execute: a ``Backend``, or a Flower grid (``frd.flower.apps``)."""
 
     @property
-    def local(self) -> bool: ...
+    def local(self) -> bool:
+        """This process: RL then runs its sweep as one batch that resumes from its checkpoint
+        (``frd.rl.experiment``) rather than through ``execute``."""
 
     def record(self, config: Any) -> dict: ...
 
