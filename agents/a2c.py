@@ -1,4 +1,4 @@
-"""A2C for a whole population of lanes at once (SPEC §1).
+"""A2C for a whole population of lanes at once (the recipe and why: agents/README.md).
 
 Default recipe ``nstep``: n-step A2C, n = 8, Adam 7e-4, γ = 0.99, value weight 0.5, no entropy
 bonus, per-lane gradient clip 0.5, tanh, bootstrapped at truncation but not at termination.
@@ -27,7 +27,7 @@ class A2CConfig:
     hidden: int = 64
     """Width h of both hidden layers (actor and critic)."""
     activation: str = "tanh"
-    """Hidden activation: tanh or relu (ReLU completed 0–3 % of lanes in SPEC's trials)."""
+    """Hidden activation: tanh or relu (ReLU completed 0–3 % of lanes in the trials before this engine)."""
     n_steps: int = 8
     """Env steps per lane between updates (n of n-step A2C)."""
     actor_lr: float = 7e-4
@@ -48,7 +48,7 @@ class A2CConfig:
 
 FAILING_TERMINATIONS = frozenset({"CartPole-v1"})
 """Envs whose every termination is a failure (the pole fell), the only ones where a recipe's
-``failure_reward`` replaces the reward [inferred: the rlcode recipe is CartPole's]. Elsewhere the
+``failure_reward`` replaces the reward [our reading: the rlcode recipe is CartPole's]. Elsewhere the
 env's own reward stays: Acrobot-v1 and MountainCar-v0 terminate at their goal, LunarLander-v3 at a
 crash or at rest, which its own ±100 tells apart."""
 

@@ -490,7 +490,7 @@ def learn_lane(lane, T, d, h, A, relu,
                obs, next_obs, actions, rewards, terminated, done, valid,
                cache_h1, cache_h2, cache_logits, cache_obs, cache_ok,
                gamma, value_coef, entropy_coef, max_norm, lr_a, lr_c, beta1, beta2, eps, grads_a, grads_c, scratch):
-    """One n-step A2C update of ``lane`` from its first ``T`` stored steps (SPEC §1).
+    """One n-step A2C update of ``lane`` from its first ``T`` stored steps (the recipe: agents/README.md).
 
     Returns bootstrap from V(next state) at the rollout's end and at a truncation, not past a
     termination; the loss is the mean over the lane's valid steps of −log π(a|s)·A +

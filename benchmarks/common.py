@@ -18,7 +18,7 @@ def sb3_a2c(seed: int) -> A2C:
 
 
 class MissionCallback(BaseCallback):
-    """Stops SB3 when the mean of its latest ``window`` episodes reaches ``target`` (SPEC §1)."""
+    """Stops SB3 when the mean of its latest ``window`` episodes reaches ``target`` [Seo et al. 2022, §4]."""
 
     def __init__(self, target: float = 490.0, window: int = 10) -> None:
         super().__init__()

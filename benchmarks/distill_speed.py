@@ -3,7 +3,7 @@
     python -m benchmarks.distill_speed [--methods feddualmatch feddm] [--partitions iid dirichlet]
                                        [--seeds 0 1 2] [--dataset digits] [--alpha 0.1] [--base afeb57a]
                                        [--native-conv]
-    python -m benchmarks.distill_speed --summary CSV [CSV ...]
+    python -m benchmarks.distill_speed --summary benchmarks/results/distill_speed.csv [--variants NAME ...]
 
 The reference is the client and server code (``classification/distill_client.py`` and
 ``classification/distill_server.py``) as of git revision ``--base``, read with ``git show`` and
@@ -16,8 +16,10 @@ this process with one torch thread, after one untimed round of each. Time is CPU
 process (``time.process_time``), which other jobs on a shared machine disturb less than
 wall-clock time; accuracy is the global model's after the last round. ``--native-conv`` runs both
 with PyTorch's own convolutions instead of oneDNN's: the same math summed in other orders, to see
-how far float rounding alone moves a run's accuracy. ``--summary`` runs nothing: it pools earlier
-``--out`` tables and prints, per method and partition, the seeds, total seconds, the speed-up (in
+how far float rounding alone moves a run's accuracy. ``--out`` appends the table to a tidy CSV
+(``benchmarks/results/distill_speed.csv`` holds every measurement so far) tagged with the commit,
+``--variant`` and a repeat number. ``--summary`` runs nothing: it pools the rows of ``--variants`` (all
+when omitted) of earlier tables and prints, per method and partition, the seeds, total seconds, the speed-up (in
 all and per run), mean accuracies and the paired accuracy change with its 95 % interval.
 """
 from __future__ import annotations
@@ -36,6 +38,7 @@ import pandas as pd
 import torch
 
 import frd.classification.methods.feddualmatch as dd
+from benchmarks.tidy import record, select
 from frd.classification.config import ClsConfig
 from frd.classification.data import load_dataset
 from frd.classification.distill_client import ClientData, DistillConfig, SyntheticSet
@@ -111,14 +114,16 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--rounds", type=int, default=None, help="default: the run's default (16)")
     parser.add_argument("--samples-per-device", type=int, default=None)
     parser.add_argument("--base", default=BASE, help="git revision of the reference code")
-    parser.add_argument("--out", type=Path, default=None, help="also write the table as CSV here")
+    parser.add_argument("--out", type=Path, default=None, help="also append the table to this tidy CSV")
+    parser.add_argument("--variant", default="adhoc", help="the variant name the --out rows are tagged with")
+    parser.add_argument("--variants", nargs="+", default=None, metavar="NAME", help="--summary: only these variants")
     parser.add_argument("--native-conv", action="store_true",
                         help="PyTorch's own convolutions instead of oneDNN's (float-rounding sensitivity)")
     parser.add_argument("--summary", nargs="+", type=Path, default=None, metavar="CSV",
                         help="run nothing: summarise these --out tables (pooled)")
     args = parser.parse_args(argv)
     if args.summary is not None:
-        table = pd.concat([pd.read_csv(path) for path in args.summary], ignore_index=True)
+        table = pd.concat([select(path, args.variants) for path in args.summary], ignore_index=True)
         print(summary(table).to_string(index=False))
         return table
 
@@ -151,7 +156,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     print(f"\ntotal: old {total_old:.1f} s, new {total_new:.1f} s, speed-up {total_old / total_new:.2f}×; "
           f"largest accuracy change {(table['new_acc'] - table['old_acc']).abs().max():.1f} points")
     if args.out is not None:
-        table.to_csv(args.out, index=False)
+        record(table, args.out, args.variant)
     return table
 
 

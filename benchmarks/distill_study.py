@@ -1,4 +1,4 @@
-"""FedDualMatch and FedDM against FedAvg and FD on MNIST under Dirichlet label skew [seed 000; SPEC §3].
+"""FedDualMatch and FedDM against FedAvg and FD on MNIST under Dirichlet label skew [FedDualMatch, OpenReview; Xiong et al. 2023].
 
     nice -n 5 python -m benchmarks.distill_study [--alphas 0.5 0.1 0.05 0.01] [--rounds 20] [--methods ...]
 
@@ -44,7 +44,7 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "fl": ("fl", {}), "fd": ("fd", {}), "feddm": ("feddm", {}), "feddm-noise": ("feddm", {"init": "noise"}),
     "feddualmatch": ("feddualmatch", {})}
 """Rows of the grid: label → (method, options). ``feddm-noise`` is FedDM with its synthetic sets
-started from N(0, 1) noise, as seed 000 reran its FedDM baseline."""
+started from N(0, 1) noise, as the FedDualMatch authors reran their FedDM baseline."""
 DISTILLATION = ("feddm", "feddm-noise", "feddualmatch")
 COLORS = dict(zip(METHODS, ("tab:blue", "tab:orange", "tab:green", "tab:olive", "tab:red")))
 ALPHAS = (0.5, 0.1, 0.05, 0.01)

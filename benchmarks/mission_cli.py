@@ -1,14 +1,15 @@
 """End-to-end mission time through the CLI vs Stable-Baselines3 A2C reaching the same rule.
 
-    python -m benchmarks.mission_cli [--seeds 16] [--sb3-agents 32] [--sb3-cap 300000] [--csv FILE]
+    python -m benchmarks.mission_cli [--seeds 16] [--sb3-agents 32] [--sb3-cap 300000] [--csv FILE --variant NAME]
 
 Ours: ``frd rl --agents 2 --seeds N`` as a child process, timed as a whole (interpreter start,
 imports, numba cache load, every run to its mission or cap, writing the tables and plots), in
 wall seconds and the child's CPU seconds. SB3: A2C with the rl-zoo CartPole settings, one
 agent-seed after another in this process, each until the mean of its latest 10 episodes
-reaches 490 (SPEC §1) or ``--sb3-cap`` env steps. ``frd`` needs N runs × 2 agents = 2N agent
+reaches 490 [Seo et al. 2022, §4] or ``--sb3-cap`` env steps. ``frd`` needs N runs × 2 agents = 2N agent
 missions; when ``--sb3-agents`` is below 2N the SB3 total is extrapolated from its mean
-per agent (said so in the table).
+per agent (said so in the table). ``--csv`` appends the table to a tidy CSV
+(``benchmarks/results/mission_cli.csv``) tagged with the commit, ``--variant`` and a repeat number.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import pandas as pd
 
 from benchmarks.common import set_threads
 from benchmarks.mission_time import sb3
+from benchmarks.tidy import record
 from frd.stats import quartiles
 
 
@@ -46,7 +48,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=16, help="frd runs of 2 agents")
     parser.add_argument("--sb3-agents", type=int, help="SB3 agent-seeds to run (default 2 × seeds)")
     parser.add_argument("--sb3-cap", type=int, default=300_000, help="env steps cap per SB3 agent")
-    parser.add_argument("--csv", help="also write the table here")
+    parser.add_argument("--csv", help="also append the table to this tidy CSV, e.g. benchmarks/results/mission_cli.csv")
+    parser.add_argument("--variant", default="adhoc", help="the variant name its rows are tagged with")
     args = parser.parse_args()
     set_threads(1)
     needed = 2 * args.seeds
@@ -66,7 +69,7 @@ def main() -> None:
     print(table.to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
     print(f"\nratio SB3 / frd: {ref.cpu * scale / cpu:.1f}× in CPU seconds, {ref.wall * scale / wall:.1f}× in wall seconds")
     if args.csv:
-        table.assign(ratio_cpu=ref.cpu * scale / cpu, ratio_wall=ref.wall * scale / wall).to_csv(args.csv, index=False)
+        record(table.assign(ratio_cpu=ref.cpu * scale / cpu, ratio_wall=ref.wall * scale / wall), args.csv, args.variant)
 
 
 if __name__ == "__main__":

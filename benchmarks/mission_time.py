@@ -3,7 +3,7 @@
     python benchmarks/mission_time.py [--seeds 20] [--sb3-cap 300000]
 
 Ours: ``seeds`` runs × 2 independent agents, all lanes in one batch, until each run's mission
-(SPEC §1) or the 2000-episode cap. SB3: the same number of agent-seeds (2 × seeds), run one
+[Seo et al. 2022, §4] or the 2000-episode cap. SB3: the same number of agent-seeds (2 × seeds), run one
 after another with the rl-zoo CartPole settings, each until the same 490 rule on its own
 episodes or ``sb3-cap`` env steps.
 """

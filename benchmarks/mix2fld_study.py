@@ -1,9 +1,9 @@
-"""The Mix2FLD letter's study [seed 003, Fig. 2 and Tables II–III], reproduced on MNIST.
+"""The Mix2FLD letter's study [Oh et al. 2020, Fig. 2 and Tables II–III], reproduced on MNIST.
 
     python -m benchmarks.mix2fld_study [--backend ray|local] [--groups 2] [--seeds 1] [--scale cpu|paper]
 
 a. 10 devices × 500 MNIST samples (the shared test set split 80/20 into pool and test), IID and
-   the letter's non-IID split, asymmetric and symmetric wireless channels (SPEC §2) under both
+   the letter's non-IID split, asymmetric and symmetric wireless channels (classification/README.md) under both
    uplink-access readings (fdma, tdma). In the asymmetric FDMA cell: FL, FD, FLD, MixFLD
    (n_mix ∈ {10, 50}; n_inv does not enter MixFLD) and Mix2FLD with (n_mix, n_inv) ∈
    {(10, 10), (10, 20), (50, 50), (50, 100)}; in the other three cells FL and Mix2FLD (50, 100),
@@ -19,7 +19,7 @@ c. The channel alone, over P_up ∈ {10, …, 40} dBm and both access readings: 
 
 Scale ``cpu`` (default) is ``frd cls``'s: 16 rounds × 100 local iterations (K = 1,600, paper
 6,400) and K_s = 800 server iterations per round (paper 3,200); everything else is the paper's
-(η = 0.01, β = 0.01, server step ε = 0.05, batch 10, γ = 0.2 [ours]). ``paper`` uses 16 × 400
+(η = 0.01, β = 0.01, server step ε = 0.05, batch 10, γ = 0.2 [our choice]). ``paper`` uses 16 × 400
 and 3,200 (hours on a CPU).
 
 Raw runs go to ``--work`` (resumable); CSV summaries and PNGs to ``--out`` (prefix ``mix2fld_``).
@@ -57,7 +57,8 @@ CHANNELS = {"asym. FDMA": ("wireless-asymmetric", {}), "sym. FDMA": ("wireless-s
             "asym. TDMA": ("wireless-asymmetric", {"access": "tdma"}),
             "sym. TDMA": ("wireless-symmetric", {"access": "tdma"})}
 """Channel cells by label: (channel name, options), the letter's asymmetric (23 dBm up) and
-symmetric (40 dBm) links under both uplink-access readings of SPEC §2. The first cell runs every
+symmetric (40 dBm) links under both uplink-access readings of the channel model (classification/README.md).
+The first cell runs every
 method; the others the methods whose uploads the reading can change (CHANNEL_LABELS)."""
 FULL_CELL = "asym. FDMA"
 CHANNEL_LABELS = ("FL", "Mix2FLD (50,100)")
@@ -251,7 +252,7 @@ def main() -> None:
     parser.add_argument("--scale", choices=list(SCALES), default="cpu")
     add_backend_arguments(parser, default="ray")  # ray: runs in parallel over the cores, one torch thread each
     parser.add_argument("--workers", dest="groups", type=int, help=argparse.SUPPRESS)  # the old name of --groups
-    parser.add_argument("--data-dir", help="MNIST IDX files (default ../shared/data/mnist)")
+    parser.add_argument("--data-dir", help="MNIST IDX files (default: as frd cls --data-dir)")
     parser.add_argument("--work", default="results/mix2fld_study", help="raw runs (resumable)")
     parser.add_argument("--out", default="benchmarks/results", help="CSV summaries and PNGs")
     parser.add_argument("--cells", nargs="+", choices=list(CHANNELS), help="run only these channel cells")

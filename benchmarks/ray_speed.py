@@ -1,7 +1,7 @@
 """Wall time of one sweep on the Ray backend vs the local one, as a user would run it.
 
-    python -m benchmarks.ray_speed [--repeats 1] [--groups N ...] [--csv FILE] [-- extra frd rl options]
-    python -m benchmarks.ray_speed --csv benchmarks/results/ray_speed_balanced.csv -- --target 1e9 --max-episodes 300
+    python -m benchmarks.ray_speed [--repeats 1] [--groups N ...] [--csv FILE] [--variant NAME] [-- extra frd rl options]
+    python -m benchmarks.ray_speed --variant balanced -- --target 1e9 --max-episodes 300
 
 Runs ``frd rl --agents 2 --seeds 32`` (CartPole, defaults otherwise) as its own process, once
 with ``--backend local`` and once per ``--groups`` value with ``--backend ray`` (Ray started by
@@ -10,7 +10,8 @@ seconds, the speed-up over local, the 1-minute load average before each run (the
 shared), how many runs' episodes match the local run's exactly, and the slowest run (its
 mission episodes and its share of compute): a sweep can finish no sooner than its slowest run,
 which runs alone at the end on either backend. The second command gives every run the same
-work (no mission, a fixed episode cap), which shows what the backend itself gains.
+work (no mission, a fixed episode cap), which shows what the backend itself gains. The table is
+appended to the tidy ``--csv`` tagged with the commit and ``--variant`` (``benchmarks.tidy``).
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
+
+from benchmarks.tidy import record
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ["rl", "--agents", "2", "--seeds", "32", "--no-progress"]
@@ -47,7 +50,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--groups", type=int, nargs="*", default=[0], help="ray groups to try (0: the default)")
-    parser.add_argument("--csv", default="benchmarks/results/ray_speed.csv")
+    parser.add_argument("--csv", default="benchmarks/results/ray_speed.csv", help="the tidy CSV the table is appended to")
+    parser.add_argument("--variant", default="adhoc", help="the variant name its rows are tagged with")
     parser.add_argument("--work", default=None, help="keep the sweeps' folders here (default: a temp dir)")
     parser.add_argument("extra", nargs=argparse.REMAINDER, help="more frd rl options after --")
     args = parser.parse_args()
@@ -77,8 +81,7 @@ def main() -> None:
     table = pd.DataFrame(rows)
     local = table[table.backend == "local"].set_index("repeat")["wall_s"]
     table["speedup_vs_local"] = local.reindex(table["repeat"]).to_numpy() / table["wall_s"]
-    Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.csv, index=False)
+    record(table, args.csv, args.variant)
     print(table.to_string(index=False))
 
 

@@ -1,4 +1,4 @@
-"""The seed's CartPole study [seed 001, Fig. 12 and the hidden-width remark], reproduced.
+"""The FRD CartPole study [Seo et al. 2022, §4, Fig. 12 and the hidden-width remark], reproduced.
 
     python -m benchmarks.seed_study [--parts a b c d] [--seeds 20] [--hidden-seeds 10]
 

@@ -1,4 +1,4 @@
-"""When does sharing beat learning alone? [issue 12; seed 001's methods, our question]
+"""When does sharing beat learning alone? [the methods of Seo et al. 2022, §4; our question]
 
     python -m benchmarks.sharing_study [--seeds 20] [--envs cartpole acrobot] [--agents 2 8]
                                        [--populations homogeneous widths rlcode] [--max-episodes 1000]
@@ -62,7 +62,7 @@ POPULATIONS: dict[str, dict[str, Any]] = {
     "homogeneous": {}, "widths": {"agent_spec": "h=32;h=64;h=128"}, "rlcode": {"recipe": "rlcode"}}
 """Population → common RL settings on top of the defaults."""
 STEPS = 20
-"""Minibatches per round of the fixed-amount knob [ours: below every default epoch of the seed
+"""Minibatches per round of the fixed-amount knob [our choice: below every default epoch of the FRD paper
 study, 2 agents' PD ≈ 92 and FRD S = 30 ≈ 40 per round]."""
 KNOBS: dict[str, dict[str, Any]] = {
     "": {}, " steps": {"distill_steps": STEPS}, " better": {"distill_target": "better"},

@@ -1,6 +1,6 @@
 """Training throughput of the A2C population vs Stable-Baselines3 A2C, in one process.
 
-    python -m benchmarks.throughput [--lanes 8 64 256] [--steps-per-lane 5000] [--csv FILE] [--breakdown]
+    python -m benchmarks.throughput [--lanes 8 64 256] [--steps-per-lane 5000] [--csv FILE --variant NAME] [--breakdown]
 
 Both train from scratch for the same number of steps per environment: SB3 A2C with the rl-zoo
 CartPole settings on 8 envs, and our population (independent agents, the runner's real step:
@@ -11,6 +11,8 @@ of this process's CPU time (fair while other jobs load the machine) and per wall
 ``--breakdown`` also prints how much of the wall time is the fused period kernel (acting, env
 steps and updates of a whole update period, ``frd.rl.fused``) and how much the Python around it.
 ``--lockstep`` also measures the runner with the fused period turned off (one env step per call).
+``--csv`` appends the table to a tidy CSV (``benchmarks/results/throughput.csv`` holds every repeat
+so far), tagged with the commit, ``--variant`` and the next repeat number (``benchmarks.tidy``).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.common import Clock, sb3_steps, set_threads
+from benchmarks.tidy import record
 from frd.agents import kernel
 from frd.envs.lanes import CartPoleLanes
 from frd.rl import fused
@@ -80,7 +83,8 @@ def main() -> None:
     parser.add_argument("--steps-per-lane", type=int, default=5000,
                         help="steps per env for both runners (SB3 takes 8× this many in all)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both")
-    parser.add_argument("--csv", help="also write the table here")
+    parser.add_argument("--csv", help="also append the table to this tidy CSV, e.g. benchmarks/results/throughput.csv")
+    parser.add_argument("--variant", default="adhoc", help="the variant name its rows are tagged with")
     parser.add_argument("--breakdown", action="store_true", help="also time the fused kernel and the rest per step")
     parser.add_argument("--lockstep", action="store_true", help="also run the runner one env step per call")
     args = parser.parse_args()
@@ -115,7 +119,7 @@ def main() -> None:
     } for runner, lanes, steps, clock in rows])
     print(table.to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
     if args.csv:
-        table.to_csv(args.csv, index=False)
+        record(table, args.csv, args.variant)
 
 
 if __name__ == "__main__":

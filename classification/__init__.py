@@ -1,1 +1,42 @@
-"""Classification on the same exchange, ledger and harness as RL."""
+"""Classification on the same exchange, ledger and harness as RL.
+
+``run`` is the Python entry point; it imports torch and the methods when called, so that
+importing a module of this package (as Ray and Flower workers do) does not import them all."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from frd.backends import Backend
+    from frd.classification.config import ClsConfig
+
+__all__ = ["run"]
+
+
+def run(config: ClsConfig, out: str | Path, *, progress: bool = False, backend: str | Backend = "local") -> pd.DataFrame:
+    """Run every seed of ``config`` not already finished in ``out``; return the numeric summary,
+    one row per (method, dataset, partition).
+
+    Like ``frd cls``: tables (``runs``, ``rounds``, ``ledger``), ``summary.csv``, config and
+    ``accuracy.png`` go to ``out``, and calling again with the same config resumes (a different
+    config is refused with ``FrdError``). ``backend`` is ``"local"``, ``"ray"`` or a
+    ``frd.backends.Backend``. The columns are described in
+    ``frd.classification.report.cls_summary``: accuracies are fractions in [0, 1], medians over
+    seeds; ``bits_*_per_device_round`` are one device's payload per round, ``bits_*_total`` all
+    devices' over the run.
+
+    Example::
+
+        import frd
+        summary = frd.classification.run(frd.cls_config("fd", rounds=2, devices=3), out="results/api-cls")
+        print(summary[["method", "accuracy_final", "bits_up_total"]])
+    """
+    from frd.backends import Backend
+    from frd.classification.experiment import run_experiment
+    from frd.classification.report import summarize
+
+    where = Backend(backend) if isinstance(backend, str) else backend
+    return summarize(config, run_experiment(config, out, progress=progress, backend=where))

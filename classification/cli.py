@@ -13,9 +13,10 @@ from frd.classification.experiment import run_experiment
 from frd.classification.methods import CLS_METHODS, cls_config
 from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS
-from frd.classification.report import plot_accuracy, summarize
+from frd.classification.report import cls_table, summarize
 from frd.options import add_option_flags, given_options
-from frd.results import ResultStore, run_id
+from frd.results import ResultStore
+from frd.tensorboard import add_tensorboard_flag
 
 DEFAULTS = ClsConfig()
 
@@ -26,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "Mix2FLD letter's values (MNIST, 10 × 500 samples, 16 rounds × 400 iterations).")
     add_experiment_arguments(p, "results/cls/<method>-<dataset>-<partition>")
     add_backend_arguments(p)
+    add_tensorboard_flag(p)
     p.set_defaults(run=run)
 
 
@@ -85,16 +87,13 @@ def default_out(config: ClsConfig, folder: str = "cls") -> Path:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     out = Path(args.out) if args.out else default_out(config)
-    report(config, run_experiment(config, out, progress=not args.no_progress, backend=backend_from_args(args)))
+    report(config, run_experiment(config, out, progress=not args.no_progress, backend=backend_from_args(args),
+                                  tensorboard=args.tensorboard))
     return 0
 
 
 def report(config: ClsConfig, store: ResultStore) -> None:
-    """The summary of ``config``'s seeds in ``store`` and its accuracy plot."""
-    out = store.out
-    ids = {run_id(config.method, s) for s in range(config.seeds)}
-    runs, rounds, ledger = (store.read(t) for t in ("runs", "rounds", "ledger"))
-    runs, rounds = runs[runs["run_id"].isin(ids)], rounds[rounds["run_id"].isin(ids)]
-    print(summarize(runs, ledger).T.to_string(header=False))
-    plot_accuracy(rounds, out / "accuracy.png", f"{config.method} on {config.dataset} ({config.partition})")
-    print(f"tables, config and accuracy.png in {out}")
+    """Print the summary of ``config``'s seeds in ``store`` (``frd.classification.report.summarize``,
+    which also writes ``summary.csv`` and ``accuracy.png``)."""
+    print(cls_table(summarize(config, store)).T.to_string(header=False))
+    print(f"tables, summary, config and accuracy.png in {store.out}")

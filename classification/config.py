@@ -14,8 +14,8 @@ from frd.results import ResumeKey
 
 PAPER = {"dataset": "mnist", "devices": 10, "samples_per_device": 500, "rounds": 16,
          "iterations_per_round": 400, "lr": 0.01}
-"""The Mix2FLD letter's simulation parameters that every method shares [seed 003]: K = 6,400
-local iterations, split [ours] into 16 rounds × 400; η = 0.01; 10 devices × 500 MNIST samples.
+"""The Mix2FLD letter's simulation parameters that every method shares [Oh et al. 2020]: K = 6,400
+local iterations, split [our choice] into 16 rounds × 400; η = 0.01; 10 devices × 500 MNIST samples.
 A method's own paper values (β, K_s, ε) are its options' ``PAPER``."""
 
 NOT_IN_RESUME_KEY = ("seeds", "threads", "data_dir", "download", "options")
@@ -49,29 +49,29 @@ class ClsConfig:
     min_samples: int = 10
     """Dirichlet: redraw until every device holds at least this many samples [NIID-Bench]."""
     minority_labels: int = 2
-    """mix2fld: labels of which a device holds only a few samples [seed 003: 2]."""
+    """mix2fld: labels of which a device holds only a few samples [Oh et al. 2020: 2]."""
     minority_samples: int = 2
-    """mix2fld: samples of each such label [seed 003: 2]."""
+    """mix2fld: samples of each such label [Oh et al. 2020: 2]."""
     devices: int = 10
-    """Number of devices |D| [seed 003: 10]."""
+    """Number of devices |D| [Oh et al. 2020: 10]."""
     samples_per_device: int | None = None
-    """Local samples per device; None: 500 [seed 003] or the most the pool can serve (digits: 130 IID)."""
+    """Local samples per device; None: 500 [Oh et al. 2020] or the most the pool can serve (digits: 130 IID)."""
     model: str = "auto"
     """cnn, mlp, convnet or auto (the method's choice, e.g. convnet for feddm/feddualmatch; else mlp for
-    digits, the seed's cnn otherwise)."""
+    digits, the Mix2FLD letter's cnn otherwise)."""
     width: int | None = None
     """Model width; None: the model's default (cnn 30 channels, mlp 64 units, convnet 128 channels; 32 for
     feddm/feddualmatch under the cpu preset)."""
     rounds: int = 16
-    """Exchange rounds [ours: 16, so that 16 × 400 = the paper's K = 6,400]."""
+    """Exchange rounds [our choice: 16, so that 16 × 400 = the paper's K = 6,400]."""
     iterations_per_round: int = 100
     """Local SGD iterations per device per round [paper scale 400; scaled down 4× for CPU]."""
     batch_size: int = 10
-    """Local minibatch size [ours; the seed gives none. 10 reached the accuracy of 32 on MNIST at half the time]."""
+    """Local minibatch size [our choice; the letter gives none. 10 reached the accuracy of 32 on MNIST at half the time]."""
     lr: float = 0.01
-    """SGD learning rate η [seed 003: 0.01]."""
+    """SGD learning rate η [Oh et al. 2020: 0.01]."""
     reference_device: int = 0
-    """The device whose model is evaluated each round [seed 003: a randomly selected device]."""
+    """The device whose model is evaluated each round [Oh et al. 2020: a randomly selected device]."""
     channel: str = "ideal"
     """Channel model name in frd.channel.CHANNELS."""
     channel_options: dict[str, float | bool | str] = field(default_factory=dict)

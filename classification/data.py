@@ -23,6 +23,8 @@ from frd.classification.idx import read_idx
 from frd.errors import FrdError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+USER_CACHE = Path.home() / ".cache" / "frd"
+"""Where dataset files go when there is no ``../shared/data`` beside the repo (never the repo)."""
 
 MNIST_MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "https://storage.googleapis.com/cvdf-datasets/mnist/")
 MNIST_MD5 = {
@@ -64,7 +66,7 @@ class Dataset:
 def default_data_dir(name: str) -> Path:
     """``../shared/data/<name>`` beside the repo when it exists, else a per-user cache (never the repo)."""
     shared = REPO_ROOT.parent / "shared" / "data" / name
-    return shared if shared.is_dir() else Path.home() / ".cache" / "frd" / name
+    return shared if shared.is_dir() else USER_CACHE / name
 
 
 def _md5(path: Path) -> str:

@@ -1,9 +1,9 @@
-"""Client side of FedDualMatch and FedDM: local distribution matching [seed 000; SPEC §3].
+"""Client side of FedDualMatch and FedDM: local distribution matching [FedDualMatch, OpenReview; Xiong et al. 2023].
 
 A client turns its real images into a small synthetic set S_k (``ipc`` images for every class
 it holds) whose per-class mean features match those of its real data under models drawn
 around the global model. Neither paper has public code; every choice the seed leaves open is
-a named field of :class:`DistillConfig` and is marked [ours] in its documentation.
+a named field of :class:`DistillConfig` and is marked [our choice] in its documentation.
 
 The model is any ``torch.nn.Module`` with ``layer_outputs(x) -> list[Tensor]``: the outputs
 of its J - 1 feature blocks in order, then the logits (J layers in all).
@@ -42,16 +42,16 @@ SCALES = ("cpu", "paper")
 class DistillConfig:
     """How a client distils its data each round.
 
-    ipc: synthetic images per class [seed: 10].
-    iterations: image updates per round [ours, CPU: 30; ``paper``: DM's 20,000 — neither the
-        seed nor SPEC states FedDualMatch's or FedDM's count].
-    real_batch: real images drawn per class per iteration [ours, CPU: 16; ``paper``: DM's 256].
+    ipc: synthetic images per class [FedDualMatch, OpenReview: 10].
+    iterations: image updates per round [our choice, CPU: 30; ``paper``: DM's 20,000 — neither
+        source states FedDualMatch's or FedDM's count].
+    real_batch: real images drawn per class per iteration [our choice, CPU: 16; ``paper``: DM's 256].
     image_lr, image_momentum: SGD on the images [DM (Zhao & Bilen 2023): 1.0 and 0.5].
     init: ``noise`` = N(0, 1) in the model's input space (normalised pixels), FedDualMatch
-        [seed]; ``real`` = random real images of the class, FedDM [seed: "FedDM uses real data
-        to generate synthetic images"].
-    matching: ``layerwise`` = FedDualMatch's backward stages over all J layers [seed];
-        ``last`` = last feature layer + logits, FedDM [SPEC §3].
+        [FedDualMatch, OpenReview]; ``real`` = random real images of the class, FedDM
+        [FedDualMatch, OpenReview: "FedDM uses real data to generate synthetic images"].
+    matching: ``layerwise`` = FedDualMatch's backward stages over all J layers [FedDualMatch, OpenReview];
+        ``last`` = last feature layer + logits, FedDM [Xiong et al. 2023].
     dp: the Gaussian mechanism on the image gradient (:mod:`frd.classification.dp`), or None.
     """
 
@@ -88,7 +88,7 @@ class DistillConfig:
     def preset(cls, method: str, scale: str = "cpu") -> "DistillConfig":
         """The client settings of ``method`` (feddualmatch | feddm) at ``scale`` (cpu | paper).
 
-        ``paper``: IPC 10 is the seed's; the iteration count and real batch are DM's, since the
+        ``paper``: IPC 10 is the FedDualMatch source's; the iteration count and real batch are DM's, since the
         seed gives neither. (Its 10 clients, 20 rounds and 128-channel ConvNet belong to the
         round loop and the model, not to this config.)
         """
@@ -141,7 +141,7 @@ def sample_model_on_error_ball(global_model: nn.Module, radius: float,
     The direction is one Gaussian draw over *all* parameters jointly (weights, biases and
     normalisation parameters, in ``parameters()`` order, as one vector; buffers are left alone),
     scaled so that the parameter vector lies at L2 distance ``radius`` from the global one — a
-    point on the sphere of the error ball [seed: "random Gaussian direction scaled to radius R_t"].
+    point on the sphere of the error ball [FedDualMatch, OpenReview: "random Gaussian direction scaled to radius R_t"].
     """
     if not radius >= 0:
         raise ValueError(f"error-ball radius must be >= 0, got {radius}: use a non-negative radius")
@@ -167,7 +167,7 @@ def stage_layers(num_layers: int, stage: int) -> list[int]:
     """Layers matched at FedDualMatch stage ``stage`` (0-based): the last ``stage + 1`` layers.
 
     Layers are 0-based, ``num_layers - 1`` being the logits. Stage 0 matches the logits alone;
-    each later stage adds the next earlier layer (the seed's p = J, J-1, …, 1, loss
+    each later stage adds the next earlier layer (the FedDualMatch source's p = J, J-1, …, 1, loss
     Σ_{q=p..J} MMD_q), until the last stage matches every layer.
     """
     if num_layers < 1:
@@ -178,9 +178,9 @@ def stage_layers(num_layers: int, stage: int) -> list[int]:
 
 
 def stage_of_iteration(iteration: int, iterations: int, num_layers: int) -> int:
-    """Which stage iteration ``iteration`` of ``iterations`` belongs to [ours].
+    """Which stage iteration ``iteration`` of ``iterations`` belongs to [our choice].
 
-    The seed does not say how iterations are shared: we give every stage an equal, contiguous
+    The FedDualMatch source does not say how iterations are shared: we give every stage an equal, contiguous
     share (stage = ⌊iteration · J / iterations⌋), so any remainder is spread one per stage and
     a run of fewer than J iterations skips some stages rather than rounding them all away.
     """
@@ -218,7 +218,7 @@ def init_synthetic(real_by_class: list[torch.Tensor], ipc: int, init: Init,
     """Starting images, class-major: N(0, 1) noise, or ``ipc`` random real images per class.
 
     With ``real`` init a class holding fewer than ``ipc`` images repeats them (drawn with
-    replacement) [ours].
+    replacement) [our choice].
     """
     if init == "noise":
         first = real_by_class[0]
@@ -256,7 +256,7 @@ def distill_clients(clients: Sequence[ClientData], config: DistillConfig) -> lis
     """One round of distillation for several clients at once; each gets the set it would get alone.
 
     Each iteration draws a fresh model on the error ball of the client's radius around its model
-    [ours: once per iteration, as FedDM and DM redraw their network every iteration] and a fresh
+    [our choice: once per iteration, as FedDM and DM redraw their network every iteration] and a fresh
     batch of ``config.real_batch`` real images per class (fewer when a class holds fewer), takes
     the matching loss of the current stage, optionally privatises its gradient, and steps the
     images. The client models themselves are never changed.

@@ -1,6 +1,6 @@
 """Server side of FedDualMatch and FedDM: global gradient matching, fine-tuning, radius R_t.
 
-FedDualMatch [seed 000, response to Q2.1; SPEC §3]: starting from S'_k = S_k, update every S'_k
+FedDualMatch [FedDualMatch, OpenReview: the authors' response to Q2.1]: starting from S'_k = S_k, update every S'_k
 so that, class by class, the global model's gradients on S'_k align with its gradients on the
 union S = ∪ S_k; then fine-tune the global model on ∪{S'_k, S_k} for T_g epochs; then compute
 the error-ball radius R for the clients' next round. FedDM: train the global model on ∪ S_k,
@@ -40,24 +40,25 @@ GRADIENT_EPS = 1e-6
 class ServerConfig:
     """How the server turns the uploaded synthetic sets into the next global model.
 
-    gradient_matching: run global gradient matching first (FedDualMatch [seed]) or not (FedDM).
-    match_iterations: S'_k updates [ours, CPU: 2; ``paper``: 10, Dataset Condensation's outer
-        loop for IPC 10 — the seed gives no count].
+    gradient_matching: global gradient matching first (FedDualMatch [FedDualMatch, OpenReview]) or not
+        (FedDM [Xiong et al. 2023]).
+    match_iterations: S'_k updates [our choice, CPU: 2; ``paper``: 10, Dataset Condensation's outer
+        loop for IPC 10 — the FedDualMatch source gives no count].
     match_lr, match_momentum: SGD on S'_k [Dataset Condensation: 0.1 and 0.5].
-    match_model_steps: SGD steps of the matching model on S between S'_k updates [ours, CPU: 1;
+    match_model_steps: SGD steps of the matching model on S between S'_k updates [our choice, CPU: 1;
         ``paper``: 50, Dataset Condensation's inner loop for IPC 10].
-        The seed's Assumption 4 asks the gradients to agree along the trajectory of training on
+        The FedDualMatch source's Assumption 4 asks the gradients to agree along the trajectory of training on
         S, so the model follows it (0 keeps it at w_t), with ``finetune_lr`` and mini-batches of
         ``finetune_batch``; the global model itself is not changed.
-    finetune_epochs: T_g [seed names it, gives no value; ours, CPU: 50; ``paper``: 300,
+    finetune_epochs: T_g [named by FedDualMatch, OpenReview, without a value; our choice, CPU: 50; ``paper``: 300,
         Dataset Condensation's training on synthetic data].
     finetune_batch, finetune_lr, finetune_momentum, finetune_weight_decay: SGD on the synthetic
         data [Dataset Condensation / DM: 256, 0.01, 0.9, 5e-4].
-    radius: fixed error-ball radius (FedDM: ρ = 5 [SPEC §3]), or None for FedDualMatch's
-        adaptive R_t [seed].
-    initial_radius: R for the first round, before any synthetic set exists [ours: FedDM's ρ = 5].
+    radius: fixed error-ball radius (FedDM: ρ = 5 [our reading of Xiong et al. 2023]), or None for FedDualMatch's
+        adaptive R_t [FedDualMatch, OpenReview].
+    initial_radius: R for the first round, before any synthetic set exists [our choice: FedDM's ρ = 5].
     radius_steps, radius_lr, radius_batch: plain SGD steps behind R_t's model updates, their
-        rate and mini-batch size [ours, CPU: 5, 0.01, 64; ``paper``: 10, 0.01, 256; the seed
+        rate and mini-batch size [our choice, CPU: 5, 0.01, 64; ``paper``: 10, 0.01, 256; the FedDualMatch source
         gives none]. One batch size for S_k and S, so both updates carry the same SGD noise.
     """
 
@@ -103,7 +104,7 @@ class ServerConfig:
     def preset(cls, method: str, scale: str = "cpu") -> "ServerConfig":
         """The server settings of ``method`` (feddualmatch | feddm) at ``scale`` (cpu | paper).
 
-        The seed states none of the server's counts; ``paper`` takes Dataset Condensation's
+        The FedDualMatch source states none of the server's counts; ``paper`` takes Dataset Condensation's
         (see the fields), so treat it as the published *scale*, not the authors' values.
         """
         if method not in PRESETS or scale not in SCALES:
@@ -241,7 +242,7 @@ def finetune(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, epoch
 
 def adaptive_radius(model: nn.Module, client_sets: Sequence[SyntheticSet], steps: int, lr: float,
                     batch: int, generator: torch.Generator) -> float:
-    """R = max over clients k of ‖Δ_k − Δ_S‖, over all parameters jointly [seed].
+    """R = max over clients k of ‖Δ_k − Δ_S‖, over all parameters jointly [FedDualMatch, OpenReview].
 
     Δ_k is the update of ``steps`` plain SGD steps from ``model`` on S_k, Δ_S the same on the
     union S; both start from the same weights, so ‖Δ_k − Δ_S‖ = ‖w_k − w_S‖. The copies draw
@@ -259,7 +260,7 @@ def server_update(model: nn.Module, client_sets: Sequence[SyntheticSet], config:
                   generator: torch.Generator) -> float:
     """One server round: update ``model`` in place and return the radius for the next round.
 
-    The adaptive radius is measured around the new global model [ours: the seed says "trained
+    The adaptive radius is measured around the new global model [our choice: the FedDualMatch source says "trained
     from w_t"; the next round's ball is centred on the model the server just produced].
     """
     training = list(client_sets)

@@ -1,10 +1,10 @@
 """Differential privacy for client-side distillation: the Gaussian mechanism on the S_k gradient.
 
-The mechanism is the one the FedDualMatch authors state [seed 000, response to "presentation
+The mechanism is the one the FedDualMatch authors state [FedDualMatch, OpenReview, response to "presentation
 problem 3"]: every distillation iteration, the gradient of the matching loss with respect to
 the whole synthetic set S_k is clipped to L2 norm C, then N(0, σ²C²I)/|S_k| is added.
 
-What it guarantees, and what we feed the accountant (our analysis; the seed gives none):
+What it guarantees, and what we feed the accountant (our analysis; the FedDualMatch source gives none):
 
 * **Sensitivity.** The clip acts on the gradient of the *whole* set, not on one gradient per
   real example as in DP-SGD. Any change of the client's data moves that clipped vector
@@ -44,9 +44,9 @@ from frd.errors import FrdError
 class DPConfig:
     """The privacy option of a client's distillation.
 
-    clip_norm: C, the L2 bound on the S_k gradient per iteration [seed; value not given].
-    noise: σ, the seed's "constant factor on the Gaussian noise variance" [seed; value not given].
-    delta: the δ of the reported (ε, δ) [ours: 1e-5, below 1/n for a client's few hundred images].
+    clip_norm: C, the L2 bound on the S_k gradient per iteration [FedDualMatch, OpenReview; value not given].
+    noise: σ, the source's "constant factor on the Gaussian noise variance" [FedDualMatch, OpenReview; value not given].
+    delta: the δ of the reported (ε, δ) [our choice: 1e-5, below 1/n for a client's few hundred images].
     """
 
     clip_norm: float = 1.0
@@ -72,7 +72,7 @@ def clip_to_norm(grad: torch.Tensor, clip_norm: float) -> torch.Tensor:
 
 def clip_and_noise(grad: torch.Tensor, clip_norm: float, noise: float, set_size: int,
                    generator: torch.Generator) -> torch.Tensor:
-    """The seed's per-iteration mechanism: ``clip_to_norm(grad, C) + N(0, σ²C²I) / set_size``.
+    """The FedDualMatch source's per-iteration mechanism: ``clip_to_norm(grad, C) + N(0, σ²C²I) / set_size``.
 
     ``grad`` is the gradient with respect to the whole synthetic set S_k (one vector, however
     it is shaped) and ``set_size`` is |S_k|.

@@ -1,9 +1,9 @@
 """Mixup on the devices and inverse-Mixup at the server: the seed samples of MixFLD and Mix2FLD.
 
 A device uploads x̂ = γ·x_i + (1−γ)·x_j of two of its samples with different labels, soft label
-γ·y_i + (1−γ)·y_j, so no raw sample leaves it [seed 001, eq. 21]. The Mix2FLD server combines
+γ·y_i + (1−γ)·y_j, so no raw sample leaves it [Seo et al. 2022, §3, eq. 21]. The Mix2FLD server combines
 n_s mixed samples of *different* devices whose ratio matrix is invertible so that each result
-has a hard label again (inverse-Mixup) [seeds 001/003]; pairs from one device are refused, since
+has a hard label again (inverse-Mixup) [Seo et al. 2022, §3; Oh et al. 2020]; pairs from one device are refused, since
 two mixes of one device could give its raw samples back.
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ def draw_pairs(labels: np.ndarray, n_mix: int, rng: np.random.Generator) -> np.n
 
     Each raw sample enters at most one mix, so no linear combination of one device's uploads
     gives a raw sample back. Samples are visited in random order; a sample waits until one of
-    another label arrives. The seeds leave this selection open: this is our choice.
+    another label arrives. The sources leave this selection open: this is our choice.
     """
     waiting: list[int] = []
     pairs: list[tuple[int, int]] = []
@@ -90,7 +90,7 @@ def draw_pairs(labels: np.ndarray, n_mix: int, rng: np.random.Generator) -> np.n
 
 
 def mirrored_label_pairs(n_classes: int, count: int, rng: np.random.Generator) -> np.ndarray:
-    """A shared list of ``count`` label pairs (a, b), a ≠ b, drawn uniformly [ours].
+    """A shared list of ``count`` label pairs (a, b), a ≠ b, drawn uniformly [our choice].
 
     Every device reads the same list (drawn from the run's seed, as if the server had sent it):
     even-numbered devices mix (a, b), odd-numbered ones the mirror (b, a), so each mix has

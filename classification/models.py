@@ -1,4 +1,4 @@
-"""The classifiers: the seed's small CNN, an MLP for 8×8 digits, and the dataset-distillation ConvNet.
+"""The classifiers: the Mix2FLD letter's small CNN, an MLP for 8×8 digits, and the dataset-distillation ConvNet.
 
 None of them holds buffers (no batch norm), so a device's whole state is its parameters and
 stacked per-device copies train independently.
@@ -19,7 +19,7 @@ def _out_side(side: int, kernel: int) -> int:
 
 
 class SmallCNN(nn.Module):
-    """The seed's 2 conv + 1 fully connected CNN [seed 003: "12,544 parameters"].
+    """The Mix2FLD letter's 2 conv + 1 fully connected CNN [Oh et al. 2020: "12,544 parameters"].
 
     conv 5×5 (width/3 ch) → ReLU → max-pool 2 → conv 5×5 (width ch) → ReLU → max-pool 2 → linear.
     With width 30 on 1×28×28 MNIST this has 12,600 parameters (12,550 weights + 50 biases)."""

@@ -13,7 +13,7 @@ import numpy as np
 from frd.errors import FrdError
 
 PAPER_SAMPLES = 500
-"""Samples per device in the Mix2FLD letter [seed 003]."""
+"""Samples per device in the Mix2FLD letter [Oh et al. 2020]."""
 MAX_DIRICHLET_DRAWS = 1000
 """Dirichlet draws before giving up on the minimum-size rule (NIID-Bench loops forever)."""
 
@@ -27,9 +27,9 @@ class PartitionSpec:
     min_samples: int = 10
     """Dirichlet: redraw until every device holds at least this many samples [NIID-Bench]."""
     minority_labels: int = 2
-    """mix2fld: labels a device barely holds [seed 003: 2]."""
+    """mix2fld: labels a device barely holds [Oh et al. 2020: 2]."""
     minority_samples: int = 2
-    """mix2fld: samples of each minority label [seed 003: 2]."""
+    """mix2fld: samples of each minority label [Oh et al. 2020: 2]."""
 
 
 def _too_small(name: str, labels: np.ndarray, devices: int, samples: int | None) -> FrdError:
@@ -74,7 +74,7 @@ def iid(labels: np.ndarray, devices: int, samples: int | None, rng: np.random.Ge
 
 def mix2fld(labels: np.ndarray, devices: int, samples: int | None, rng: np.random.Generator,
             spec: PartitionSpec = PartitionSpec()) -> list[np.ndarray]:
-    """Mix2FLD non-IID [seed 003]: per device, ``minority_labels`` random labels get
+    """Mix2FLD non-IID [Oh et al. 2020]: per device, ``minority_labels`` random labels get
     ``minority_samples`` each and the others share the rest (500 → 2 × 2 + 8 × 62)."""
     minority_labels, minority_samples = spec.minority_labels, spec.minority_samples
     classes = int(labels.max()) + 1

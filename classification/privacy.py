@@ -1,4 +1,4 @@
-"""Sample privacy of Mixup and Mix2up seed samples [seeds 001/003, after their ref. on similarity].
+"""Sample privacy of Mixup and Mix2up seed samples [Seo et al. 2022, §3; Oh et al. 2020, after their ref. on similarity].
 
 Sample privacy of a sample the server holds is log(min_k ‖x̂ − x_k‖) over the raw samples x_k
 it was made from (natural log, L2 norm over all pixels): the closer it stays to some raw

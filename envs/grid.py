@@ -1,7 +1,7 @@
 """The FRD state grid: S equal intervals per observation dimension; a cluster is one cell.
 
 Values outside the bounds are clipped into the edge cells; a cell's proxy state is its
-midpoint [seed 001: S = 30, d = 4, midpoints].
+midpoint [Seo et al. 2022, §4: S = 30, d = 4, midpoints].
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 from frd.errors import FrdError
 
 CARTPOLE_BOUNDS = ((-2.4, 2.4), (-3.0, 3.0), (-0.2095, 0.2095), (-3.5, 3.5))
-"""[ours] cart position, cart velocity, pole angle (rad), pole angular velocity."""
+"""[our choice] cart position, cart velocity, pole angle (rad), pole angular velocity."""
 
 
 @dataclass(frozen=True)

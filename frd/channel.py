@@ -1,6 +1,6 @@
 """Channel models: how many seconds a transfer of so many bits takes, and whether it arrives.
 
-``ideal`` delivers everything instantly. The wireless model of SPEC §2 plugs in through the same
+``ideal`` delivers everything instantly. The wireless model of the Mix2FLD letter [Oh et al. 2020] plugs in through the same
 two calls, so both RL and classification rounds can run over it unchanged.
 
 Registered names (``make_channel(name, seed, **options)``):
@@ -64,7 +64,7 @@ def dbm_to_watt(dbm: float) -> float:
 
 @dataclass
 class WirelessChannel:
-    """Slotted Rayleigh-fading link of the Mix2FLD letter (SPEC §2; the equations are ours).
+    """Slotted Rayleigh-fading link of the Mix2FLD letter [Oh et al. 2020: its parameters; the equations are our choice].
 
     Per slot of ``slot_s`` and per device, SNR = P·g·d^−α / (N0·B) with power gain g ~ Exp(1)
     drawn afresh each slot (g = 1 when ``fading`` is off). A slot with SNR ≥ θ carries

@@ -1,5 +1,5 @@
-"""Statistics over seeds that both domains report: median and 25–75 % (SPEC §1 reports median
-and quartiles, as the seed does), a bootstrap interval of the median, and the interquartile mean
+"""Statistics over seeds that both domains report: median and 25–75 % (the FRD chapter reports median
+and quartiles [Seo et al. 2022, §4]), a bootstrap interval of the median, and the interquartile mean
 (IQM) and probability of improvement with stratified-bootstrap intervals (Agarwal et al. 2021,
 "Deep RL at the edge of the statistical precipice"; computed here, since rliable does not import
 with pandas 3)."""

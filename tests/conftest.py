@@ -1,11 +1,16 @@
-"""Fixtures shared across test files: the digits data, one torch thread, a channel that drops
+"""Fixtures common to the test files: the digits data, a tiny MNIST the suite writes (no test
+reads dataset files from outside its temporary folders), one torch thread, a channel that drops
 device 1's uploads, and a spy that keeps the method objects a run builds."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+from mnist_files import tiny_mnist
 
 from frd.channel import CHANNELS, IdealChannel, Transfer
+from frd.classification import data as data_module
 from frd.classification.data import load_dataset
 from frd.classification.methods import CLS_METHODS
 
@@ -17,6 +22,32 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def no_dataset_files_outside_the_tests(monkeypatch, tmp_path_factory):
+    """The data-path default points into an empty folder for every test, so that no test reads
+    a dataset from beside the checkout or from the user's cache: a fresh clone passes as this one does."""
+    nowhere = tmp_path_factory.getbasetemp() / "no-datasets"
+    monkeypatch.setattr(data_module, "REPO_ROOT", nowhere / "repo")
+    monkeypatch.setattr(data_module, "USER_CACHE", nowhere / "cache")
+
+
+@pytest.fixture(scope="session")
+def mnist_root(tmp_path_factory) -> Path:
+    """A folder laid out as the data-path default expects beside a checkout,
+    ``<root>/shared/data/mnist``, holding a tiny MNIST (``mnist_files.tiny_mnist``)."""
+    root = tmp_path_factory.mktemp("mnist-root")
+    tiny_mnist(root / "shared" / "data" / "mnist")
+    return root
+
+
+@pytest.fixture
+def mnist_dir(mnist_root, monkeypatch) -> Path:
+    """The tiny MNIST's folder, which is also the data-path default during the test (as if the
+    checkout stood in ``mnist_root``)."""
+    monkeypatch.setattr(data_module, "REPO_ROOT", mnist_root / "repo")
+    return mnist_root / "shared" / "data" / "mnist"
 
 
 @pytest.fixture(scope="session")

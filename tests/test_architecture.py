@@ -18,7 +18,6 @@ from frd.rl.runner import RLBatch
 
 RL_TINY = ["--agents", "2", "--seeds", "1", "--max-episodes", "8", "--period", "2", "--hidden", "8", "--no-progress"]
 CLS_TINY = ["--rounds", "2", "--iterations", "2", "--devices", "3", "--no-progress"]
-MNIST = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist"
 
 
 @pytest.fixture
@@ -78,14 +77,15 @@ def test_an_rl_strategy_keeps_state_across_rounds(plugins):
     assert run.strategy.updates_seen >= max(steps) // 8, "the learner hook sees every update"
 
 
-def test_a_missing_dataset_leaves_nothing_that_blocks_the_fixed_rerun(tmp_path, capsys):
+def test_a_missing_dataset_leaves_nothing_that_blocks_the_fixed_rerun(mnist_dir, tmp_path, capsys):
     out = str(tmp_path / "fd")
     base = ["cls", "--method", "fd", "--dataset", "mnist", "--seeds", "1", *CLS_TINY, "--out", out]
     assert main([*base, "--data-dir", str(tmp_path / "nowhere")]) == 2
     assert "MNIST files not found" in capsys.readouterr().err
     assert not Path(out).exists()
-    assert main([*base, "--data-dir", str(MNIST)]) == 0
+    assert main([*base, "--data-dir", str(mnist_dir)]) == 0
     first = pd.read_csv(Path(out) / "rounds.csv")
+    assert pd.read_csv(Path(out) / "runs.csv")["samples"].iloc[0] == 300, "the 300 training images the fixture wrote"
     assert main(base) == 0, "the default path to the same files resumes the same experiment"
     pd.testing.assert_frame_equal(pd.read_csv(Path(out) / "rounds.csv"), first)
 
@@ -111,5 +111,5 @@ def test_study_grids_build_a_config_for_every_method():
 def test_help_shows_each_option_with_its_docstring_and_methods(capsys):
     assert main(["rl", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "[frd, mixfrd] S: intervals per observation dimension [seed 001: 30]. (default 30)" in text
+    assert "[frd, mixfrd] S: intervals per observation dimension [Seo et al. 2022, §4: 30]. (default 30)" in text
     assert "--frl-critic [yes|no]" in text and "[pd, frd, mixfrd] Exactly this many minibatches" in text

@@ -11,7 +11,7 @@ from frd.cli import build_parser, main
 COMMANDS = {"rl": ["--method", "frd"], "compare": [], "cls": []}
 """Each command, with the method that owns the most flags (compare runs all four RL methods)."""
 
-FREE_TEXT = {"--out", "--data-dir"}
+FREE_TEXT = {"--out", "--data-dir", "--tensorboard"}
 """Flags whose value is any path: nothing to malform."""
 
 

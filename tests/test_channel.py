@@ -1,4 +1,4 @@
-"""Wireless channel of SPEC §2 against hand-computed slot counts, and its use by run_round."""
+"""Wireless channel of the Mix2FLD letter [Oh et al. 2020] against hand-computed slot counts, and its use by run_round."""
 from __future__ import annotations
 
 import math

@@ -3,30 +3,15 @@ from __future__ import annotations
 
 import gzip
 import pickle
-import struct
 
 import numpy as np
 import pytest
+from mnist_files import idx_bytes, write_mnist
 
 from frd.classification import data as data_module
 from frd.classification.data import load_dataset
 from frd.classification.idx import read_idx
 from frd.errors import FrdError
-
-
-def idx_bytes(array: np.ndarray, code: int) -> bytes:
-    header = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
-    return header + array.astype(array.dtype.newbyteorder(">")).tobytes()
-
-
-def write_mnist(folder, prefix: str, images: np.ndarray, labels: np.ndarray, gz: bool = True) -> None:
-    for kind, array, ndim in (("images", images, 3), ("labels", labels, 1)):
-        raw = idx_bytes(array.astype(np.uint8), 0x08)
-        name = f"{prefix}-{kind}-idx{ndim}-ubyte"
-        if gz:
-            (folder / f"{name}.gz").write_bytes(gzip.compress(raw))
-        else:
-            (folder / name).write_bytes(raw)
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -124,3 +109,19 @@ def test_digits_are_8bit_images_without_files():
 def test_bad_dataset_arguments(name, kwargs, message):
     with pytest.raises(FrdError, match=message):
         load_dataset(name, **kwargs)
+
+
+def test_the_data_path_default_points_into_the_tests_own_folders(tmp_path_factory):
+    """Guard of the fresh-clone promise: without a fixture, no test finds dataset files anywhere."""
+    assert data_module.default_data_dir("mnist").is_relative_to(tmp_path_factory.getbasetemp())
+    with pytest.raises(FrdError, match="MNIST files not found"):
+        load_dataset("mnist")
+
+
+def test_the_tiny_mnist_fixture_is_read_by_the_real_loader_from_the_default_path(mnist_dir):
+    d = load_dataset("mnist")
+    assert data_module.default_data_dir("mnist") == mnist_dir and sorted(p.name for p in mnist_dir.iterdir()) == [
+        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", "train-images-idx3-ubyte.gz",
+        "train-labels-idx1-ubyte.gz"]
+    assert d.x_pool.shape == (300, 1, 28, 28) and d.x_test.shape == (100, 1, 28, 28) and d.classes == 10
+    assert np.bincount(d.y_test.numpy()).tolist() == [10] * 10

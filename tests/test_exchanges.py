@@ -1,4 +1,4 @@
-"""FRL, PD and FRD exchanges against hand computation (SPEC §1 payload accounting)."""
+"""FRL, PD and FRD exchanges against hand computation (the payload accounting of frd/README.md)."""
 import gymnasium as gym
 import numpy as np
 import pytest

@@ -28,7 +28,7 @@ def test_midpoint_maps_back_to_its_cell():
 
 
 def test_cartpole_seed_example_pole_angle_midpoint():
-    # The seed's example: pole-angle cluster [-90°, 0°) has proxy -45° (two intervals over ±90°).
+    # The FRD chapter's example: pole-angle cluster [-90°, 0°) has proxy -45° (two intervals over ±90°).
     grid = StateGrid(np.array([-90.0]), np.array([90.0]), intervals=2)
     np.testing.assert_allclose(grid.midpoints(grid.cell_index(np.array([-30.0]))), [-45.0])
 

@@ -1,4 +1,4 @@
-"""The mission rule [seed 001]: mean of the latest 10 episodes first reaching 490."""
+"""The mission rule [Seo et al. 2022, §4]: mean of the latest 10 episodes first reaching 490."""
 from frd.rl.mission import MissionWindow, first_completion, mission_episode
 
 

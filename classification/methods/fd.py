@@ -1,4 +1,4 @@
-"""FD [seed 001, four steps]: each device keeps its mean softmax output per label during local
+"""FD [Seo et al. 2022, §2, four steps]: each device keeps its mean softmax output per label during local
 training and uploads it; the server sends device c, for each label, the mean over the *other*
 devices (Σ_{c'≠c} / (C−1)); devices then train on CE + β·CE(teacher of the label, own output)."""
 from __future__ import annotations
@@ -68,7 +68,7 @@ class FDOptions:
     """FD's local loss."""
 
     beta: float = 0.01
-    """Weight β of the distillation term in the local loss [seed 003: 0.01]."""
+    """Weight β of the distillation term in the local loss [Oh et al. 2020: 0.01]."""
 
     def __post_init__(self) -> None:
         at_least(self, beta=0)

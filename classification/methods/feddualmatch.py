@@ -1,4 +1,5 @@
-"""FedDualMatch and FedDM [seed 000; SPEC §3]: clients upload distilled synthetic sets instead of weights.
+"""FedDualMatch and FedDM [FedDualMatch, OpenReview; Xiong et al. 2023]: clients upload distilled synthetic
+sets instead of weights.
 
 Each round every client rebuilds its synthetic set S_k from its real data by distribution matching
 under a model drawn on the error ball around the global weights it last received
@@ -32,7 +33,7 @@ from frd.payload import FLOAT_BITS, Payload
 from frd.seeding import MethodStream
 
 CPU_WIDTH = 32
-"""ConvNet channels under the cpu preset when no --width is given [ours; the paper's 128 takes minutes
+"""ConvNet channels under the cpu preset when no --width is given [our choice; the paper's 128 takes minutes
 per round on a CPU core]."""
 
 
@@ -41,7 +42,7 @@ class DistillationOptions:
     """The synthetic sets' size, the budgets and differential privacy."""
 
     ipc: int = 10
-    """Synthetic images per class each client uploads [seed 000: 10]."""
+    """Synthetic images per class each client uploads [FedDualMatch, OpenReview: 10]."""
     distill_preset: Literal["cpu", "paper"] = "cpu"
     """Budgets: cpu (scaled down) or paper (the published scale, GPU work); see
     ``DistillConfig.preset`` and ``ServerConfig.preset``."""

@@ -1,4 +1,4 @@
-"""FLD, MixFLD and Mix2FLD [seeds 001 and 003]: outputs up as in FD, weights down as in FL.
+"""FLD, MixFLD and Mix2FLD [Seo et al. 2022, §3; Oh et al. 2020]: outputs up as in FD, weights down as in FL.
 
 Once, before round 1 (round 0 of the ledger), every device uploads ``n_mix`` seed samples: FLD
 raw samples, MixFLD and Mix2FLD mixed-up ones (:func:`frd.classification.mixup.mixup`). The Mix2FLD
@@ -10,7 +10,7 @@ CE(teacher, global output) on the seed samples — the teacher of a sample is th
 of its label, for a soft label the soft-label-weighted mix of them — and every device downloads
 the global weights.
 
-Choices where the seeds are silent [ours]:
+Choices where the sources are silent [our choice]:
 - a seed sample goes up as 8-bit pixels (the letter's b_s = 8 bits × 28 × 28); a mixed sample is
   rounded to 8 bits before upload, and the server works on what it received;
 - its label goes up as label indices of ``index_bits(classes)`` bits: one (FLD) or two (the
@@ -52,21 +52,21 @@ class FLDOptions:
     """Seed samples and the server's output-to-model distillation."""
 
     PAPER: ClassVar[dict] = {"server_iterations": 3200, "server_lr": 0.05}
-    """[seed 003] K_s = 3,200 server KD iterations per global update; ε = 0.05 (our reading: the KD step)."""
+    """[Oh et al. 2020] K_s = 3,200 server KD iterations per global update; ε = 0.05 (our reading: the KD step)."""
 
     n_mix: int = 50
-    """Seed samples each device uploads once (raw or mixed) [seed 003: 10 or 50; 50 as in its
+    """Seed samples each device uploads once (raw or mixed) [Oh et al. 2020: 10 or 50; 50 as in its
     largest setting (50, 100)]; a device whose data cannot give that many uploads what it can (the
     shortfall is in runs.csv)."""
     server_iterations: int = 800
     """Server KD iterations per global update [paper K_s = 3,200; scaled down 4× like K]."""
     server_lr: float = 0.05
-    """Server KD step size [seed 003 lists ε = 0.05 without defining it; this is our reading]."""
+    """Server KD step size [Oh et al. 2020 lists ε = 0.05 without defining it; this is our reading]."""
     server_loss: Literal["ce+kd", "kd"] = "ce+kd"
-    """Server loss on the seed samples: CE(seed label) + β_s·CE(teacher) [inferred from the
+    """Server loss on the seed samples: CE(seed label) + β_s·CE(teacher) [our reading from the
     chapter's notation, f_g and F_g], or the teacher's CE alone (kd, the earlier reading)."""
     server_beta: float = 0.01
-    """β_s, the weight of the teacher term in ce+kd [seed 003: β = 0.01]."""
+    """β_s, the weight of the teacher term in ce+kd [Oh et al. 2020: β = 0.01]."""
 
     def __post_init__(self) -> None:
         at_least(self, n_mix=1, server_iterations=0, server_beta=0)
@@ -78,10 +78,10 @@ class MixFLDOptions(FLDOptions):
     """FLD's options plus the mixing ratio."""
 
     gamma: float = 0.2
-    """Mixing ratio γ in (0, 0.5) [seed: γ ∈ (0, 0.5); the value is ours]."""
+    """Mixing ratio γ in (0, 0.5) [Oh et al. 2020: γ ∈ (0, 0.5); the value is our choice]."""
     pairing: Literal["mirrored", "random"] = "mirrored"
     """Label pairs of the mixes: mirrored (a shared list; even devices (a, b), odd ones (b, a),
-    so inverse-Mixup finds partners) [ours], or random different-label pairs per device."""
+    so inverse-Mixup finds partners) [our choice], or random different-label pairs per device."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -95,10 +95,10 @@ class Mix2FLDOptions(MixFLDOptions):
     """MixFLD's options plus the server's inverse-Mixup."""
 
     n_inv: int | None = 100
-    """Inverse-mixed samples the server makes per device, like n_mix [seed 003: 10, 20, 50 or 100];
+    """Inverse-mixed samples the server makes per device, like n_mix [Oh et al. 2020: 10, 20, 50 or 100];
     None: every one it can. Fewer than asked (e.g. uploads lost) is recorded, not an error."""
     n_s: int = 2
-    """Mixed samples (of n_s different devices) per inverse-Mixup group [seed: 2]."""
+    """Mixed samples (of n_s different devices) per inverse-Mixup group [Oh et al. 2020: 2]."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from frd.rl.runner import RLBatch
 
 EVERY = 600.0
-"""Seconds between two checkpoints of a batch [ours: a few seconds of pickling per 10 minutes]."""
+"""Seconds between two checkpoints of a batch [our choice: a few seconds of pickling per 10 minutes]."""
 ENGINE_EXCLUDES = ("frd/classification",)
 """The sources a batch's results do not depend on: all of ``frd`` but classification counts."""
 

@@ -15,6 +15,8 @@ from frd.options import add_config_flags, add_option_flags, given_config, given_
 from frd.rl.config import NOT_FLAGS, RLConfig, rl_config
 from frd.rl.experiment import run_experiment
 from frd.rl.methods import RL_METHODS
+from frd.rl.summary import rl_table
+from frd.tensorboard import add_tensorboard_flag
 
 
 def add_common_arguments(p: argparse.ArgumentParser, scale_out: bool = True) -> None:
@@ -27,24 +29,26 @@ def add_common_arguments(p: argparse.ArgumentParser, scale_out: bool = True) -> 
         p.add_argument("--single-agent-reference", action="store_true",
                        help="also run one independent agent per seed (in OUT/single-agent) and show its row")
         add_backend_arguments(p)
+        add_tensorboard_flag(p)
     add_option_flags(p, RL_METHODS)
 
 
-def config_from_args(args: argparse.Namespace, methods: tuple[str, ...]) -> RLConfig:
+def config_from_args(args: argparse.Namespace, methods: tuple[str, ...] | str) -> RLConfig:
     return rl_config(methods, **given_config(args, RLConfig, skip=NOT_FLAGS), **given_options(args))
 
 
-def _run(args: argparse.Namespace, methods: tuple[str, ...]) -> int:
+def _run(args: argparse.Namespace, methods: tuple[str, ...] | str) -> int:
     summary = run_experiment(config_from_args(args, methods), args.out, progress=not args.no_progress,
-                             single_agent_reference=args.single_agent_reference, backend=backend_from_args(args))
+                             single_agent_reference=args.single_agent_reference, backend=backend_from_args(args),
+                             tensorboard=args.tensorboard)
     print_summary(summary, args.out)
     return 0
 
 
 def print_summary(summary: pd.DataFrame, out: str) -> None:
-    """One block per method of the summary table."""
+    """One block per method of the numeric summary (``rl_summary``), formatted by ``rl_table``."""
     with pd.option_context("display.width", 250, "display.max_columns", None):
-        for _, row in summary.iterrows():
+        for _, row in rl_table(summary).iterrows():
             print(f"\n== {row['method']} ({row['agents']} agents, {row['runs']} runs) ==")
             print(row.drop(["method", "agents", "runs"]).to_string())
     print(f"\ntables, config and figures in {out}/")
@@ -59,4 +63,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmp = sub.add_parser("compare", help="several exchange methods on the same seeds, one table each")
     cmp.add_argument("--methods", default="frd,pd,frl,independent", help=f"comma-separated, from {names}")
     add_common_arguments(cmp)
-    cmp.set_defaults(run=lambda a: _run(a, tuple(m.strip() for m in a.methods.split(",") if m.strip())))
+    cmp.set_defaults(run=lambda a: _run(a, a.methods))  # rl_config splits the names at commas

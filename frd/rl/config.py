@@ -61,7 +61,7 @@ class RLConfig:
     """E: episodes per agent between exchange rounds."""
     target: float = field(default=490.0, metadata={"flag_default": None})
     """Mission score: an agent completes once its mean score over the latest ``window`` episodes reaches it
-    (default: the env's: CartPole-v1 490 [seed], else gymnasium's reward threshold, e.g. Acrobot-v1 -100,
+    (default: the env's: CartPole-v1 490 [Seo et al. 2022, §4], else gymnasium's reward threshold, e.g. Acrobot-v1 -100,
     LunarLander-v3 200)."""
     window: int = 10
     """Episodes in the mission average."""
@@ -141,11 +141,12 @@ the methods' own flags."""
 
 
 def rl_config(methods: tuple[str, ...] | str, **values: Any) -> RLConfig:
-    """An ``RLConfig`` from flat values: common fields by name, and each option to every listed
+    """An ``RLConfig`` from flat values: ``methods`` as names or one comma-separated text
+    (``"frd,independent"``, as ``frd compare --methods`` takes them); common fields by name, and each option to every listed
     method that has it (an option no listed method has is an error naming its methods);
     ``agent_spec`` may be given as its text, e.g. ``"h=32;h=64,lr=3e-4"``; without a ``target``
     (or with None) the env's mission score (``default_target``: CartPole 490, Acrobot −100, …)."""
-    methods = (methods,) if isinstance(methods, str) else tuple(methods)
+    methods = tuple(m.strip() for m in methods.split(",") if m.strip()) if isinstance(methods, str) else tuple(methods)
     for m in methods:
         get_method(m)
     common = {k: v for k, v in values.items() if k in COMMON_FIELDS}

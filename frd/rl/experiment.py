@@ -15,27 +15,33 @@ from frd.rl.plots import plot_mission, plot_payload
 from frd.rl.runner import simulate
 from frd.rl.runs import RUNS
 from frd.rl.summary import rl_summary
+from frd.tensorboard import live_logger
 
 SINGLE_AGENT = "single-agent"
 """Subfolder of the single-agent reference runs (a config of its own: one agent, independent)."""
 
 
 def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
-                   single_agent_reference: bool = False, backend: Executor = LOCAL) -> pd.DataFrame:
-    """Run every method × seed not already in ``out_dir``; return the summary table.
+                   single_agent_reference: bool = False, backend: Executor = LOCAL,
+                   tensorboard: str | Path | None = None) -> pd.DataFrame:
+    """Run every method × seed not already in ``out_dir``; return the numeric summary
+    (``frd.rl.summary.rl_summary``: one row per method and agent count, also in ``summary.csv``).
 
     Each run's rows are saved the moment it finishes (on any ``backend``), so an interrupted
     experiment resumes where it stopped when the same command is run again; locally the runs
     still going resume from the batch's last checkpoint (``frd.rl.checkpoint``), not from scratch.
     ``single_agent_reference`` also runs one independent agent per seed (in
     ``out_dir/single-agent``), whose row the summary gains: what learning alone takes, against
-    which first-of-N missions can be read.
+    which first-of-N missions can be read. ``tensorboard``: also write each finished run's events
+    there (``frd.tensorboard``).
     """
     config.validate()  # before anything is written
+    log = live_logger(tensorboard)
     reference = None
     if single_agent_reference:
         alone = replace(config, agents=1, methods=("independent",), options={})
-        run_experiment(alone, Path(out_dir) / SINGLE_AGENT, progress, backend=backend)
+        run_experiment(alone, Path(out_dir) / SINGLE_AGENT, progress, backend=backend,
+                       tensorboard=None if tensorboard is None else Path(tensorboard) / SINGLE_AGENT)
         reference = ResultStore(Path(out_dir) / SINGLE_AGENT, backend.record(alone), alone.resume_key())
     store = ResultStore(out_dir, backend.record(config), config.resume_key())
     seeds = range(config.first_seed, config.first_seed + config.seeds)
@@ -48,6 +54,7 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
                 if str(tables["runs"]["run_id"].iloc[0]) in done:  # run again from a checkpoint: the same tables
                     return
                 store.save_run(tables)
+                log(store, tables)
                 bar.update()
 
             if backend.local:  # all methods in one batch, resumable mid-way
@@ -62,8 +69,8 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
 
 
 def report(store: ResultStore, config: RLConfig, reference: ResultStore | None = None) -> pd.DataFrame:
-    """Summary table and figures of this config's methods and seeds (a folder may hold more),
-    with the single-agent reference's row last when there is one."""
+    """Numeric summary (saved as ``summary.csv``) and figures of this config's methods and seeds
+    (a folder may hold more), with the single-agent reference's row last when there is one."""
     def mine(frame: pd.DataFrame) -> pd.DataFrame:
         seeds = frame["seed"].between(config.first_seed, config.first_seed + config.seeds - 1)
         return frame[frame["method"].isin(config.methods) & seeds]

@@ -1,5 +1,5 @@
 """Per-period experience memories: each lane's visited states and the action probabilities
-its actor had when it acted there [seed 001, PD step 1]."""
+its actor had when it acted there [Seo et al. 2022, §4, PD step 1]."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The mission rule [seed 001]: complete when an agent's mean score over its latest
+"""The mission rule [Seo et al. 2022, §4]: complete when an agent's mean score over its latest
 ``window`` episodes first reaches ``target``."""
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import gymnasium as gym
 from frd.errors import FrdError
 
 SEED_TARGETS = {"CartPole-v1": 490.0}
-"""Missions the seed sets [seed 001: CartPole, mean of the latest 10 episodes ≥ 490]."""
+"""Missions the sources set [Seo et al. 2022, §4: CartPole, mean of the latest 10 episodes ≥ 490]."""
 
 
 def default_target(env_id: str) -> float:
-    """The env's mission score: the seed's for CartPole, else gymnasium's ``reward_threshold``
+    """The env's mission score: the FRD chapter's for CartPole, else gymnasium's ``reward_threshold``
     (Acrobot-v1 −100, MountainCar-v0 −110, LunarLander-v3 200)."""
     if env_id in SEED_TARGETS:
         return SEED_TARGETS[env_id]

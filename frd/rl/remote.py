@@ -217,7 +217,7 @@ class LiveAgents:
 
 
 LIVE = LiveAgents(size=64)
-"""This process's paused agents [ours: 64 agents of a few MB each at most]."""
+"""This process's paused agents [our choice: 64 agents of a few MB each at most]."""
 
 
 class _ServerSide:

@@ -1,48 +1,85 @@
 """The RL summary: completion rate, mission time, env steps, seconds, rounds and payload per method.
 
-Runs that hit the episode cap count at the cap: their mission time is a lower bound, and the
-completion rate says how many there are.
+``rl_summary`` gives numbers (``summary.csv``, the Python API); ``rl_table`` formats them for
+people (what ``frd rl`` / ``frd compare`` print). Runs that hit the episode cap count at the cap:
+their mission time is a lower bound, and the completion rate says how many there are.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from frd.stats import fmt, improvement_ci, iqm_ci, median_ci, quartiles
+from frd.stats import fmt, improvement_ci, iqm_ci, median_ci
 
 BASELINE = "independent"
 """The method every other one is compared with (probability of improvement)."""
 
+MEDIANS = {"slowest_agent_episodes": "all_agents_episodes", "median_agent_episodes": "median_agent_episodes",
+           "env_steps": "mission_env_steps", "rounds": "rounds"}
+"""Summary column → the runs.csv column whose median over runs it is."""
+
 
 def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per method (and agent count) with the figures of SPEC §1, plus the IQM of the
-    mission episodes and, where ``independent`` ran too, the probability that the method needs
-    fewer episodes than independent agents, each with a 95 % stratified-bootstrap interval."""
+    """One numeric row per (method, agent count) with the mission-time and payload figures of
+    [Seo et al. 2022, §4]; medians over runs unless the name says otherwise.
+
+    Columns: ``runs``; ``completed_frac`` (share of runs whose mission completed before the cap);
+    ``mission_episodes_median/_q25/_q75`` (episodes per agent until the mission, over runs) and the
+    median's 95 % bootstrap interval ``_median_lo/_hi``; ``mission_episodes_iqm`` with its 95 %
+    stratified-bootstrap interval ``_iqm_lo/_hi``; ``p_improvement`` = P(fewer mission episodes than
+    ``independent`` with as many agents) with ``_lo/_hi`` (NaN where independent did not run, and
+    in its own row); ``slowest_agent_episodes`` and ``median_agent_episodes`` (``--until all``,
+    else NaN); ``env_steps`` (all agents together, until the mission); ``seconds`` (compute plus
+    simulated channel time) and ``comm_seconds`` (channel time alone); ``rounds``;
+    ``bits_up_per_agent_round``/``bits_down_per_agent_round`` (one agent's payload per exchange
+    round) and ``bits_up_total``/``bits_down_total`` (all agents and rounds of a run)."""
     rows = []
     for (method, agents), g in runs.groupby(["method", "n_agents"], sort=False):
+        episodes = g["mission_episodes"]
         rounds = g["rounds"].replace(0, np.nan)
-        lo, hi = median_ci(g["mission_episodes"])
-        mid, iqm_lo, iqm_hi = iqm_ci(g["mission_episodes"])
+        median_lo, median_hi = median_ci(episodes)
+        iqm, iqm_lo, iqm_hi = iqm_ci(episodes)
         base = runs[(runs["method"] == BASELINE) & (runs["n_agents"] == agents)]["mission_episodes"]
-        p, p_lo, p_hi = (improvement_ci(g["mission_episodes"], base) if len(base) and method != BASELINE
+        p, p_lo, p_hi = (improvement_ci(episodes, base) if len(base) and method != BASELINE
                          else (np.nan, np.nan, np.nan))
         rows.append({
-            "method": method, "agents": agents, "runs": len(g),
-            "completed": f"{g['completed'].mean():.0%}",
-            "mission episodes": quartiles(g["mission_episodes"]),
-            "episodes 95% CI": f"{fmt(lo)}–{fmt(hi)}",
-            "episodes IQM [95% CI]": f"{fmt(mid)} [{fmt(iqm_lo)}–{fmt(iqm_hi)}]",
-            f"P(fewer episodes than {BASELINE}) [95% CI]": (f"{p:.2f} [{p_lo:.2f}–{p_hi:.2f}]" if np.isfinite(p)
-                                                            else "–"),
-            "slowest agent episodes": quartiles(g["all_agents_episodes"]),
-            "median agent episodes": quartiles(g["median_agent_episodes"]),
-            "env steps": quartiles(g["mission_env_steps"]),
-            "seconds": quartiles(g["compute_s"] + g["comm_s"]),
-            "comm seconds": quartiles(g["comm_s"]),
-            "rounds": quartiles(g["rounds"]),
-            "bits up/agent/round": quartiles(g["bits_up"] / rounds / agents),
-            "bits down/agent/round": quartiles(g["bits_down"] / rounds / agents),
-            "bits up total": quartiles(g["bits_up"]),
-            "bits down total": quartiles(g["bits_down"]),
+            "method": method, "agents": int(agents), "runs": len(g), "completed_frac": g["completed"].astype(float).mean(),
+            "mission_episodes_median": episodes.median(), "mission_episodes_q25": episodes.quantile(0.25),
+            "mission_episodes_q75": episodes.quantile(0.75), "mission_episodes_median_lo": median_lo,
+            "mission_episodes_median_hi": median_hi, "mission_episodes_iqm": iqm, "mission_episodes_iqm_lo": iqm_lo,
+            "mission_episodes_iqm_hi": iqm_hi, "p_improvement": p, "p_improvement_lo": p_lo, "p_improvement_hi": p_hi,
+            **{name: g[column].median() for name, column in MEDIANS.items()},
+            "seconds": (g["compute_s"] + g["comm_s"]).median(), "comm_seconds": g["comm_s"].median(),
+            "bits_up_per_agent_round": (g["bits_up"] / rounds / agents).median(),
+            "bits_down_per_agent_round": (g["bits_down"] / rounds / agents).median(),
+            "bits_up_total": g["bits_up"].median(), "bits_down_total": g["bits_down"].median(),
+        })
+    return pd.DataFrame(rows)
+
+
+def rl_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """``rl_summary``'s rows as text for people: quartiles and intervals in brackets, – for none."""
+    def interval(row: pd.Series, name: str, digits: str = "") -> str:
+        mid, lo, hi = row[name], row[f"{name}_lo"], row[f"{name}_hi"]
+        show = (lambda x: format(x, digits)) if digits else fmt
+        if not np.isfinite(mid):
+            return "–"
+        return f"{show(mid)} [{show(lo)}–{show(hi)}]" if np.isfinite(lo) else show(mid)
+
+    rows = []
+    for _, row in summary.iterrows():
+        episodes = "mission_episodes_"
+        rows.append({
+            "method": row["method"], "agents": row["agents"], "runs": row["runs"],
+            "completed": f"{row['completed_frac']:.0%}",
+            "mission episodes": f"{fmt(row[episodes + 'median'])} [{fmt(row[episodes + 'q25'])}–{fmt(row[episodes + 'q75'])}]",
+            "episodes 95% CI": f"{fmt(row[episodes + 'median_lo'])}–{fmt(row[episodes + 'median_hi'])}",
+            "episodes IQM [95% CI]": interval(row, episodes + "iqm"),
+            f"P(fewer episodes than {BASELINE}) [95% CI]": interval(row, "p_improvement", ".2f"),
+            **{name.replace("_", " "): fmt(row[name]) for name in MEDIANS if name != "rounds"},
+            "seconds": fmt(row["seconds"]), "comm seconds": fmt(row["comm_seconds"]), "rounds": fmt(row["rounds"]),
+            "bits up/agent/round": fmt(row["bits_up_per_agent_round"]),
+            "bits down/agent/round": fmt(row["bits_down_per_agent_round"]),
+            "bits up total": fmt(row["bits_up_total"]), "bits down total": fmt(row["bits_down_total"]),
         })
     return pd.DataFrame(rows)

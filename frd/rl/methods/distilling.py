@@ -1,5 +1,5 @@
 """What PD and FRD share: the downloaded memory is distilled into the receivers' actors, with
-the controls that decide how much, towards whom and towards which policy [seed 001 eq. 26/28
+the controls that decide how much, towards whom and towards which policy [Seo et al. 2022, §4, eqs. 26/28
 for the defaults; the controls are ours, to find out when sharing helps]."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class DistillOptions:
     """How an agent distils a downloaded memory."""
 
     distill_epochs: int = 1
-    """Passes over the downloaded memory per round (the seed's protocol)."""
+    """Passes over the downloaded memory per round (the FRD chapter's protocol)."""
     distill_steps: int | None = None
     """Exactly this many minibatches per round, whatever the memory's size; None: distill_epochs passes."""
     distill_batch: int = 64

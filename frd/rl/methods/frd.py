@@ -1,4 +1,4 @@
-"""FRD [seed 001]: states are quantized into a grid of clusters; per visited cell the mean policy
+"""FRD [Seo et al. 2022, §4]: states are quantized into a grid of clusters; per visited cell the mean policy
 goes up; per cell the mean of the agents' means comes down (count-weighted as an option); each
 agent distils it at the cell midpoints (eq. 28)."""
 from __future__ import annotations
@@ -31,7 +31,7 @@ class FRDOptions(DistillOptions):
     """The grid, the payload's codec and the server's average."""
 
     grid: int = 30
-    """S: intervals per observation dimension [seed 001: 30]."""
+    """S: intervals per observation dimension [Seo et al. 2022, §4: 30]."""
     grid_bounds: tuple[tuple[float, float], ...] | None = field(
         default=None, metadata={"parse": parse_bounds, "form": "'lo,hi;lo,hi;…' (one pair per dimension)"})
     """Grid bounds per dimension; None: CartPole's, else the observation space's finite bounds."""
@@ -46,7 +46,7 @@ class FRDOptions(DistillOptions):
 
 
 def local_proxy_memory(grid: StateGrid, states: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(visited cells, mean policy per cell, visits per cell) [seed 001, FRD steps 1–2]."""
+    """(visited cells, mean policy per cell, visits per cell) [Seo et al. 2022, §4, FRD steps 1–2]."""
     cells, inverse, counts = np.unique(grid.cell_index(states), return_inverse=True, return_counts=True)
     sums = np.zeros((len(cells), probs.shape[1]), np.float64)
     np.add.at(sums, inverse, probs)
@@ -56,7 +56,7 @@ def local_proxy_memory(grid: StateGrid, states: np.ndarray, probs: np.ndarray) -
 def global_proxy_memory(memories: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
                         weighting: str) -> tuple[np.ndarray, np.ndarray]:
     """Per cell, the mean of the local mean policies of the agents that visited it
-    [seed 001, FRD step 4]; ``count`` weights each agent by its visits instead."""
+    [Seo et al. 2022, §4, FRD step 4]; ``count`` weights each agent by its visits instead."""
     cells = np.concatenate([m[0] for m in memories])
     policy = np.concatenate([m[1] for m in memories]).astype(np.float64)
     weight = (np.concatenate([m[2] for m in memories]).astype(np.float64) if weighting == "count"

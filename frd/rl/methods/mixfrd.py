@@ -1,6 +1,6 @@
 """MixFRD: FRD whose uploaded proxy memory is interpolated with Mixup, after the journal extension
 of FRD ("Proxy Experience Replay", 2020), which reports a smaller payload and a lower variance of
-mission time. Its full text was not available; this is our reading [ours]:
+mission time. Its full text was not available; this is [our reading] of [Cha et al. 2020]:
 
 * each agent pairs its visited cells at random (disjoint pairs; an odd one out stays as it is)
   and uploads one entry per pair: proxy state s = λ·s_i + (1−λ)·s_j and policy
@@ -29,7 +29,7 @@ class MixFRDOptions(FRDOptions):
     """FRD's options plus the Mixup of the proxy memory."""
 
     mix_alpha: float = 0.4
-    """α of λ ~ Beta(α, α), the interpolation weight of two proxy entries [ours]."""
+    """α of λ ~ Beta(α, α), the interpolation weight of two proxy entries [our choice]."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,4 +1,4 @@
-"""PD [seed 001]: the raw experience memory (states, action probabilities) up; the concatenation
+"""PD [Seo et al. 2022, §4]: the raw experience memory (states, action probabilities) up; the concatenation
 of all agents' memories down; each agent distils it (eq. 26)."""
 from __future__ import annotations
 

@@ -1,0 +1,110 @@
+"""The Python API: ``import frd`` is light and lists its surface; ``frd.rl.run`` and
+``frd.classification.run`` return numeric summaries, also saved as ``summary.csv``; the summaries'
+figures by hand."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import frd
+from frd.classification.report import cls_summary
+from frd.rl.summary import rl_summary
+
+RL_COLUMNS = ["method", "agents", "runs", "completed_frac", "mission_episodes_median", "mission_episodes_q25",
+              "mission_episodes_q75", "mission_episodes_median_lo", "mission_episodes_median_hi", "mission_episodes_iqm",
+              "mission_episodes_iqm_lo", "mission_episodes_iqm_hi", "p_improvement", "p_improvement_lo",
+              "p_improvement_hi", "slowest_agent_episodes", "median_agent_episodes", "env_steps", "rounds", "seconds",
+              "comm_seconds", "bits_up_per_agent_round", "bits_down_per_agent_round", "bits_up_total", "bits_down_total"]
+CLS_COLUMNS = ["method", "dataset", "partition", "seeds", "parameters", "iterations", "accuracy_final",
+               "accuracy_final_q25", "accuracy_final_q75", "accuracy_best", "best_round", "accuracy_after_local",
+               "accuracy_global", "bits_up_per_device_round", "bits_down_per_device_round", "bits_up_total",
+               "bits_down_total", "compute_seconds", "comm_seconds"]
+
+
+def _numeric(summary: pd.DataFrame, text: list[str]) -> None:
+    for column in summary.columns:
+        assert (column in text) != pd.api.types.is_numeric_dtype(summary[column]), column
+
+
+def test_import_frd_is_light_and_lists_its_surface():
+    code = ("import sys, frd; heavy = [m for m in ('torch', 'numba', 'pandas', 'matplotlib', 'frd.rl', "
+            "'frd.classification') if m in sys.modules]; print(heavy, dir(frd))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ("[] ['ClsConfig', 'FrdError', 'RLConfig', '__version__', 'classification', 'cls_config', "
+                           "'rl', 'rl_config']")
+    assert frd.rl_config is frd.rl.config.rl_config and frd.FrdError is frd.errors.FrdError
+    assert frd.cls_config("fd").method == "fd" and isinstance(frd.cls_config("fd"), frd.ClsConfig)
+    with pytest.raises(AttributeError, match="module 'frd' has no attribute 'report'"):
+        getattr(frd, "report")  # noqa: B009  (the attribute access is the test)
+
+
+def test_rl_config_takes_methods_as_one_comma_separated_text():
+    assert frd.rl_config("frd, independent").methods == ("frd", "independent")
+    assert isinstance(frd.rl_config(("pd",)), frd.RLConfig)
+    with pytest.raises(frd.FrdError, match="unknown RL method 'magic'"):
+        frd.rl_config("frd,magic")
+
+
+def test_rl_run_returns_the_numeric_summary_it_saves(tmp_path):
+    config = frd.rl_config("frd,independent", agents=2, seeds=2, max_episodes=6, period=2, hidden=8)
+    summary = frd.rl.run(config, out=tmp_path)
+    assert list(summary.columns) == RL_COLUMNS and list(summary["method"]) == ["frd", "independent"]
+    _numeric(summary, ["method"])
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "summary.csv"), summary, check_dtype=False)
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    frd_runs = runs[runs["method"] == "frd"]
+    row = summary.iloc[0]
+    assert row["bits_up_total"] == frd_runs["bits_up"].median() > 0
+    assert row["bits_up_per_agent_round"] == (frd_runs["bits_up"] / frd_runs["rounds"] / 2).median()
+    assert np.isnan(summary.iloc[1]["p_improvement"]) and summary.iloc[1]["bits_up_total"] == 0
+    with pytest.raises(frd.FrdError, match="different experiment"):
+        frd.rl.run(frd.rl_config("frd", agents=3, seeds=1, max_episodes=6, period=2, hidden=8), out=tmp_path)
+
+
+def test_classification_run_returns_the_numeric_summary_it_saves(tmp_path):
+    summary = frd.classification.run(frd.cls_config("fd", rounds=2, iterations_per_round=2, devices=3, seeds=2),
+                                     out=tmp_path)
+    assert list(summary.columns) == CLS_COLUMNS and len(summary) == 1
+    _numeric(summary, ["method", "dataset", "partition"])
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "summary.csv"), summary, check_dtype=False)
+    row = summary.iloc[0]
+    assert row["bits_up_per_device_round"] == 3200 and row["bits_up_total"] == 2 * 3 * 3200  # 10 logits × 10 labels × 32 bits
+    assert np.isnan(row["accuracy_global"]) and 0 <= row["accuracy_final"] <= 1
+
+
+def test_rl_summary_by_hand():
+    runs = pd.DataFrame({
+        "method": ["frd"] * 4 + ["independent"] * 4, "n_agents": 2, "completed": [True, True, True, False] + [True] * 4,
+        "mission_episodes": [10, 20, 30, 40, 50, 60, 70, 80], "all_agents_episodes": np.nan,
+        "median_agent_episodes": np.nan, "mission_env_steps": [100, 200, 300, 400, 1, 2, 3, 4],
+        "rounds": [2, 4, 6, 0, 2, 2, 2, 2], "bits_up": [400, 800, 1200, 0, 0, 0, 0, 0],
+        "bits_down": [800, 1600, 2400, 0, 0, 0, 0, 0], "compute_s": 1.0, "comm_s": 0.5})
+    frd_row, alone = rl_summary(runs).to_dict("records")
+    assert frd_row["completed_frac"] == 0.75 and frd_row["mission_episodes_median"] == 25
+    assert (frd_row["mission_episodes_q25"], frd_row["mission_episodes_q75"]) == (17.5, 32.5)
+    assert frd_row["mission_episodes_iqm"] == 25 and frd_row["p_improvement"] == 1.0  # every frd run beats every one alone
+    assert frd_row["bits_up_per_agent_round"] == 100, "400 bits / 2 rounds / 2 agents; a run of 0 rounds left out"
+    assert frd_row["bits_up_total"] == 600 and frd_row["env_steps"] == 250 and frd_row["seconds"] == 1.5
+    assert np.isnan(frd_row["slowest_agent_episodes"]) and np.isnan(alone["p_improvement"])
+
+
+def test_cls_summary_by_hand():
+    runs = pd.DataFrame({"run_id": ["fl-seed0", "fl-seed1"], "method": "fl", "dataset": "digits", "partition": "iid",
+                         "parameters": 10, "iterations": 4, "accuracy": [0.6, 0.8], "local_accuracy": [0.5, 0.7],
+                         "global_accuracy": [0.6, 0.8], "bits_up": [640, 640], "bits_down": [640, 640],
+                         "compute_s": [1.0, 3.0], "comm_s": 0.0})
+    # device 0 after each download: seed 0 0.7 then 0.6, seed 1 0.5 then 0.8 → mean curve 0.6, 0.7: best round 2
+    rounds = pd.DataFrame({"run_id": ["fl-seed0"] * 3 + ["fl-seed1"] * 3, "round": [1, 2, 2] * 2,
+                           "phase": ["exchanged", "exchanged", "local"] * 2, "device": 0,
+                           "accuracy": [0.7, 0.6, 0.9, 0.5, 0.8, 0.9]})
+    ledger = pd.DataFrame({"run_id": "fl-seed0", "round": [0, 1, 1], "direction": ["down", "up", "down"],
+                           "bits": [999, 320, 160]})
+    row = cls_summary(runs, rounds, ledger).iloc[0]
+    assert row["accuracy_final"] == pytest.approx(0.7) and row["accuracy_after_local"] == pytest.approx(0.6)
+    assert row["accuracy_best"] == pytest.approx(0.7) and row["best_round"] == 2
+    assert row["bits_up_per_device_round"] == 320 and row["bits_down_per_device_round"] == 160, "round 0 left out"
+    assert row["compute_seconds"] == 2.0 and row["accuracy_global"] == pytest.approx(0.7)
