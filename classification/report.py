@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from frd.classification.config import ClsConfig
 from frd.classification.methods import GLOBAL
-from frd.results import ResultStore, atomic_write_csv, run_id
+from frd.results import ResultStore, atomic_write_csv, run_id, save_figure
 from frd.stats import fmt
 
 
@@ -101,4 +101,4 @@ def plot_accuracy(rounds: pd.DataFrame, path: str | Path, title: str) -> None:
     ax.set(xlabel="local iterations", ylabel="test accuracy", title=f"{title} — median of {seeds} seed(s)")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, Path(path))

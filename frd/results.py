@@ -1,25 +1,33 @@
 """Results that survive interruption: tidy CSV tables plus the resolved config, seed and versions.
 
 When a run finishes, each of its tables is written as a part file ``parts/<table>/<run_id>.csv``
-(temporary file, then rename), its ``runs`` part last: a run counts as finished only once that
-exists. ``consolidate`` gathers the finished parts into ``<table>.csv``. Re-running the same
-command into the same folder skips the finished runs; parts of an unfinished run are ignored
-and overwritten. Each run's row in ``provenance.csv`` records the package versions, a hash of
+(temporary file, then rename), its ``runs`` part next to last, and last its manifest
+``parts/manifest/<run_id>.json``: each part's rows and the sha256 of its bytes. A run counts as
+finished only while its parts match its manifest: one missing, truncated or altered (a crash
+during a copy, a sync tool) is named on stderr in one line and the run is done again, and
+``consolidate`` gathers only verified parts into ``<table>.csv``. Re-running the same command
+into the same folder skips the finished runs; parts of an unfinished run are ignored and
+overwritten. Every write goes through :func:`atomic_write_all`: a full disk (any ``OSError``)
+leaves the files as they were and is one line. Each run's row in ``provenance.csv`` records the package versions, a hash of
 frd's own sources, the CPU numba compiled for, and the command that produced it; ``config.json``
 holds the resolved config and the resume key.
 """
 from __future__ import annotations
 
+import csv
+import errno
 import hashlib
+import io
 import json
 import os
 import platform
 import sys
+from contextlib import suppress
 from dataclasses import asdict, dataclass, is_dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -27,6 +35,10 @@ from frd.errors import FrdError
 
 RUNS_TABLE = "runs"
 PROVENANCE_TABLE = "provenance"
+MANIFEST = "manifest"
+"""``parts/manifest/<run_id>.json``: per table of a finished run, its rows and its part's sha256."""
+SHOWN_DIFFERENCES = 3
+"""Differing settings a refused folder names before "…" [our choice: one readable line]."""
 _PACKAGES = ("frd", "torch", "numba", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn")
 SOURCE_PACKAGES = ("frd",)
 """The project's own package (its domains included): the ``code`` of a provenance row hashes its sources."""
@@ -83,16 +95,78 @@ def machine_provenance() -> pd.DataFrame:
                           "cpu_features": features}])
 
 
+def atomic_write_all(writes: Mapping[Path, Callable[[Path], object]]) -> None:
+    """Write each ``path`` by calling its writer on a temporary file beside it (folders made as
+    needed), then rename them all: a failure (a full disk, any ``OSError``) before the renames
+    leaves every file as it was and no temporary file, and is one line (``FrdError``)."""
+    temporary = {path: path.with_name(path.name + ".tmp") for path in writes}
+    current = next(iter(writes), Path())
+    try:
+        for current, write in writes.items():
+            current.parent.mkdir(parents=True, exist_ok=True)
+            write(temporary[current])
+        for current, tmp in temporary.items():
+            os.replace(tmp, current)
+    except OSError as exc:
+        for tmp in temporary.values():
+            with suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        fix = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that (or choose another --out)"
+        raise FrdError(f"cannot write {current}: {exc.strerror or exc}; the finished runs are kept: {fix} "
+                       "and rerun the same command") from None
+
+
+def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
+    """:func:`atomic_write_all` of one file."""
+    atomic_write_all({path: write})
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def atomic_write_csv(frame: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
+
+
+def save_figure(figure: Any, path: Path) -> None:
+    """A matplotlib figure as ``path`` (its suffix the format), written like every table."""
+    atomic_write(path, lambda tmp: figure.savefig(tmp, dpi=120, format=path.suffix[1:]))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _rows_if_well_formed(path: Path, rid: str) -> int | None:
+    """The rows of a part written before manifests, if it shows no damage: whole lines, each
+    with the header's fields, and only its own run's rows (None: damaged)."""
+    text = path.read_text()
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or not text.endswith("\n") or any(len(row) != len(rows[0]) for row in rows):
+        return None
+    column = rows[0].index("run_id") if "run_id" in rows[0] else None
+    if column is not None and any(row[column] != rid for row in rows[1:]):
+        return None
+    return len(rows) - 1
+
+
+_UNSET = object()
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is _UNSET else json.dumps(value)
+
+
+def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``name: old → new`` for each setting that differs between two resume keys (their common
+    fields, then the options of the methods both hold, as ``method.option``)."""
+    pairs = [(name, old["common"].get(name, _UNSET), new["common"].get(name, _UNSET))
+             for name in dict.fromkeys([*old["common"], *new["common"]])]
+    for method in (m for m in new["methods"] if m in old["methods"]):
+        was, now = old["methods"][method], new["methods"][method]
+        pairs += [(f"{method}.{name}", was.get(name, _UNSET), now.get(name, _UNSET)) for name in dict.fromkeys([*was, *now])]
+    return [f"{name}: {_shown(a)} → {_shown(b)}" for name, a, b in pairs if a != b]
 
 
 def _jsonable(config: Any) -> Any:
@@ -123,27 +197,42 @@ class ResultStore:
 
     def __init__(self, out_dir: str | Path, config: Any, resume_key: ResumeKey) -> None:
         self.out = Path(out_dir)
+        self._noticed: set[str] = set()
         key = resume_key.jsonable()
         config_path = self.out / "config.json"
-        saved = json.loads(config_path.read_text()) if config_path.exists() else None
-        if saved is not None:
-            old = saved.get("resume_key") or {}
-            if not isinstance(old, dict) or set(old) != {"common", "methods"}:
-                raise FrdError(f"{self.out} was written by an older frd whose results are not comparable; "
-                               "use another --out")
-            same_methods = all(old["methods"][m] == key["methods"][m] for m in key["methods"] if m in old["methods"])
-            if old["common"] != key["common"] or not same_methods:
-                raise FrdError(f"{self.out} holds results of a different experiment; "
+        old = self._saved_key(config_path)
+        if old is not None:
+            changed = differences(old, key)
+            if changed:
+                shown = ", ".join(changed[:SHOWN_DIFFERENCES]) + (", …" if len(changed) > SHOWN_DIFFERENCES else "")
+                raise FrdError(f"{self.out} holds results of a different experiment ({shown}); "
                                "use another --out or delete that folder")
             key["methods"] = {**old["methods"], **key["methods"]}
             if key == old:
                 return
-        try:
-            self.out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise FrdError(f"cannot create output folder {self.out}: {exc.strerror}; choose another --out") from None
+        if not self.out.is_dir() and self.out.exists():
+            raise FrdError(f"cannot create output folder {self.out}: it is a file; choose another --out")
         atomic_write_text(config_path, json.dumps(
             {"config": _jsonable(config), "resume_key": key, "command": sys.argv}, indent=2, default=str))
+
+    def _saved_key(self, path: Path) -> dict[str, Any] | None:
+        """The resume key ``config.json`` holds, if there is one; a damaged or foreign one is refused."""
+        if not path.exists():
+            return None
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
+            raise FrdError(f"{path} cannot be read ({reason}): if {self.out} holds this very experiment, move "
+                           "config.json aside and rerun to keep its finished runs; else use another --out") from None
+        if not isinstance(saved, dict) or "config" not in saved:
+            raise FrdError(f"{path} was not written by frd; move it aside or use another --out")
+        old = saved.get("resume_key") or {}
+        if not isinstance(old, dict) or set(old) != {"common", "methods"} or not isinstance(old["common"], dict) \
+                or not isinstance(old["methods"], dict) or not all(isinstance(o, dict) for o in old["methods"].values()):
+            raise FrdError(f"{self.out} was written by an older frd whose results are not comparable; "
+                           "use another --out")
+        return old
 
     def path(self, table: str) -> Path:
         return self.out / f"{table}.csv"
@@ -155,28 +244,121 @@ class ResultStore:
         path = self.path(table)
         return pd.read_csv(path) if path.exists() and path.stat().st_size > 0 else pd.DataFrame()
 
+    def _manifest(self, rid: str) -> Path:
+        return self._parts(MANIFEST) / f"{rid}.json"
+
+    def _table_names(self) -> list[str]:
+        return sorted(p.name for p in (self.out / "parts").glob("*") if p.is_dir() and p.name != MANIFEST)
+
     def finished(self) -> set[str]:
-        return {p.stem for p in self._parts(RUNS_TABLE).glob("*.csv")}
+        """The runs whose parts are verified (:meth:`verified`)."""
+        return set(self.verified())
+
+    def verified(self) -> dict[str, list[str]]:
+        """Each finished run whose parts match its manifest, with its tables. A run whose
+        manifest or parts are missing, truncated or altered is named on stderr (one line, once)
+        and left out, to be run again. A run finished before manifests existed is checked as far
+        as its parts show (:func:`_well_formed`) and then given its manifest."""
+        ids = {p.stem for p in self._parts(RUNS_TABLE).glob("*.csv")} | {p.stem for p in self._parts(MANIFEST).glob("*.json")}
+        runs = {}
+        for rid in sorted(ids):
+            tables, problem = self._check(rid) if self._manifest(rid).exists() else self._adopt(rid)
+            if problem is None:
+                runs[rid] = tables
+            elif rid not in self._noticed:
+                self._noticed.add(rid)
+                print(f"frd: {rid} is run again: {problem}", file=sys.stderr)
+        return runs
+
+    def _check(self, rid: str) -> tuple[list[str], str | None]:
+        """The tables of ``rid``'s manifest, and what is wrong with its parts (None: nothing)."""
+        manifest = self._manifest(rid)
+        try:
+            tables = json.loads(manifest.read_text())["tables"]
+            recorded = {str(name): str(entry["sha256"]) for name, entry in tables.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return [], f"{manifest.relative_to(self.out)} is damaged"
+        if RUNS_TABLE not in recorded:
+            return [], f"{manifest.relative_to(self.out)} is damaged"
+        for name, digest in recorded.items():
+            part = self._parts(name) / f"{rid}.csv"
+            where = part.relative_to(self.out)
+            try:
+                if _sha256(part) != digest:
+                    return [], f"{where} is truncated or altered (its sha256 differs from its manifest's)"
+            except FileNotFoundError:
+                return [], f"{where} is missing"
+            except OSError as exc:
+                return [], f"{where} cannot be read ({exc.strerror})"
+        return list(recorded), None
+
+    def _adopt(self, rid: str) -> tuple[list[str], str | None]:
+        """A run finished before manifests: its parts, if well formed, and a manifest for them."""
+        tables = [name for name in self._table_names() if (self._parts(name) / f"{rid}.csv").exists()]
+        if RUNS_TABLE not in tables:
+            return [], f"{self._parts(RUNS_TABLE).relative_to(self.out) / (rid + '.csv')} is missing"
+        rows = {}
+        for name in tables:
+            part = self._parts(name) / f"{rid}.csv"
+            try:
+                count = _rows_if_well_formed(part, rid)
+            except (OSError, ValueError, csv.Error) as exc:  # ValueError: not text
+                return [], f"{part.relative_to(self.out)} cannot be read ({exc})"
+            if count is None:
+                return [], f"{part.relative_to(self.out)} is truncated or altered (written before manifests)"
+            rows[name] = count
+        self._write_manifest(rid, rows)
+        return tables, None
+
+    def _write_manifest(self, rid: str, rows: Mapping[str, int]) -> None:
+        entries = {name: {"rows": count, "sha256": _sha256(self._parts(name) / f"{rid}.csv")} for name, count in rows.items()}
+        atomic_write_text(self._manifest(rid), json.dumps({"run_id": rid, "tables": entries}, indent=1))
 
     def save_run(self, tables: Mapping[str, pd.DataFrame]) -> None:
         """Write one finished run's tables; ``runs`` (one row, with ``run_id``) must be among them.
-        ``provenance`` comes with them when the run computed elsewhere (else it is this machine's)."""
+        ``provenance`` comes with them when the run computed elsewhere (else it is this machine's).
+        A run saved before (then found damaged) first stops counting as finished."""
         if RUNS_TABLE not in tables:
             raise ValueError("a finished run needs its runs row")
         rid = str(tables[RUNS_TABLE]["run_id"].iloc[0])
         where = tables[PROVENANCE_TABLE] if PROVENANCE_TABLE in tables else machine_provenance()
         row = {"run_id": rid, **where.iloc[0].to_dict(), "command": " ".join(sys.argv)}
         tables = {**tables, PROVENANCE_TABLE: pd.DataFrame([row])}
+        try:
+            self._manifest(rid).unlink(missing_ok=True)
+            (self._parts(RUNS_TABLE) / f"{rid}.csv").unlink(missing_ok=True)
+        except OSError as exc:
+            raise FrdError(f"cannot replace the parts of {rid} in {self.out}: {exc.strerror}; "
+                           "fix the folder or choose another --out") from None
         for name in [t for t in tables if t != RUNS_TABLE] + [RUNS_TABLE]:
-            folder = self._parts(name)
-            folder.mkdir(parents=True, exist_ok=True)
-            atomic_write_csv(tables[name], folder / f"{rid}.csv")
+            atomic_write_csv(tables[name], self._parts(name) / f"{rid}.csv")
+        self._write_manifest(rid, {name: len(frame) for name, frame in tables.items()})
 
     def consolidate(self) -> None:
-        """Gather every finished run's parts into ``<table>.csv`` (ordered by run id)."""
-        done = sorted(self.finished())
-        for folder in sorted(p for p in (self.out / "parts").glob("*") if p.is_dir()):
-            frames = [pd.read_csv(folder / f"{rid}.csv") for rid in done if (folder / f"{rid}.csv").exists()]
-            frames = [f for f in frames if not f.empty]
-            if frames:
-                atomic_write_csv(pd.concat(frames, ignore_index=True), self.path(folder.name))
+        """Gather every verified run's parts into ``<table>.csv`` (ordered by run id); a table no
+        verified run has rows of is removed. All tables change together or none does."""
+        runs = self.verified()
+        writes, stale = {}, []
+        for name in sorted(set(self._table_names()) | {t for tables in runs.values() for t in tables}):
+            parts = [self._parts(name) / f"{rid}.csv" for rid in sorted(runs) if name in runs[rid]]
+            if any(_has_rows(part) for part in parts):
+                writes[self.path(name)] = _concatenated(parts)
+            elif self.path(name).exists():
+                stale.append(self.path(name))
+        atomic_write_all(writes)
+        for path in stale:
+            with suppress(FileNotFoundError):
+                path.unlink()
+
+
+def _has_rows(part: Path) -> bool:
+    with part.open() as f:
+        return sum(1 for _ in zip(range(2), f)) > 1
+
+
+def _concatenated(parts: list[Path]) -> Callable[[Path], None]:
+    """A writer of the parts' rows as one table (read when it writes: one table in memory at a time)."""
+    def write(path: Path) -> None:
+        frames = [frame for frame in map(pd.read_csv, parts) if not frame.empty]
+        pd.concat(frames, ignore_index=True).to_csv(path, index=False)
+    return write

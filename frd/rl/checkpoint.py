@@ -9,18 +9,19 @@ one file; the next run of the same experiment continues from it, bit for bit (te
 file goes once its batch has finished.
 
 A checkpoint is only taken up when it was written by the same code (a hash of the engine's
-sources) for the same experiment, and holds every run still to do.
+sources) for the same experiment, and holds every run still to do; a damaged one is named on
+stderr and the batch starts again (to the same tables).
 """
 from __future__ import annotations
 
 import json
-import os
 import pickle
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from frd.results import source_hash
+from frd.results import atomic_write, source_hash
 from frd.rl.config import RLConfig
 
 if TYPE_CHECKING:
@@ -49,9 +50,14 @@ class BatchCheckpoint:
         """The batch saved here, if it is this experiment's, by this code, and holds ``runs``."""
         if not self.path.exists():
             return None
-        with self.path.open("rb") as f:
-            saved = pickle.load(f)
-        if saved["key"] != self.key or not set(runs) <= set(saved["runs"]):
+        try:
+            with self.path.open("rb") as f:
+                saved = pickle.load(f)
+            if saved["key"] != self.key or not set(runs) <= set(saved["runs"]):
+                return None
+        except Exception as exc:  # noqa: BLE001 - unpickling damaged bytes can raise anything; the batch is redone
+            print(f"frd: {self.path} is damaged ({type(exc).__name__}); the batch starts again from its first episode",
+                  file=sys.stderr)
             return None
         self.last = time.monotonic()
         return saved["batch"]
@@ -60,11 +66,13 @@ class BatchCheckpoint:
         """Save ``batch`` if the last save is ``every`` seconds old (call it at a safe point)."""
         if time.monotonic() - self.last < self.every:
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
         runs = [(run.method, run.seed) for run in batch.runs]
-        with tmp.open("wb") as f:
-            pickle.dump({"key": self.key, "runs": runs, "batch": batch}, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, self.path)
+        saved = {"key": self.key, "runs": runs, "batch": batch}
+
+        def write(tmp: Path) -> None:  # streamed: a batch can be large
+            with tmp.open("wb") as f:
+                pickle.dump(saved, f, protocol=pickle.HIGHEST_PROTOCOL)
+        atomic_write(self.path, write)
         self.last = time.monotonic()
 
     def clear(self) -> None:

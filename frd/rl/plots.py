@@ -10,6 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from frd.results import save_figure  # noqa: E402
+
 
 def _learning_curves(episodes: pd.DataFrame, window: int) -> dict[str, np.ndarray]:
     """Per method, a [runs, episodes] array of the run's progress towards the mission: the best
@@ -49,7 +51,7 @@ def plot_mission(episodes: pd.DataFrame, runs: pd.DataFrame, path: Path, window:
                        xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
     right.set(ylabel="episodes of the completing agent", title="mission completion time")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -72,5 +74,5 @@ def plot_payload(runs: pd.DataFrame, path: Path) -> None:
         ax.set(ylabel="bits (median over seeds)", title=f"payload {title}")
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
