@@ -23,15 +23,26 @@ from frd.seeding import Stream
 
 @dataclass(frozen=True)
 class A2CConfig:
-    hidden: int = 64                 # width h of both hidden layers (actor and critic)
-    activation: str = "tanh"         # tanh or relu (ReLU completed 0–3 % of lanes in the trials before this engine)
-    n_steps: int = 8                 # env steps per lane between updates
-    actor_lr: float = 7e-4           # Adam learning rate of the actor
-    critic_lr: float = 7e-4          # Adam learning rate of the critic
-    gamma: float = 0.99              # discount
-    value_coef: float = 0.5          # weight of the critic's squared error
-    max_grad_norm: float | None = 0.5  # per-lane clip over actor and critic gradients; None = off
-    failure_reward: float | None = None  # training reward at a failure (termination); None = env's (see for_env)
+    """One agent's learner (a recipe, ``RECIPES``, with its width and rates)."""
+
+    hidden: int = 64
+    """Width h of both hidden layers (actor and critic)."""
+    activation: str = "tanh"
+    """Hidden activation: tanh or relu (ReLU completed 0–3 % of lanes in the trials before this engine)."""
+    n_steps: int = 8
+    """Env steps per lane between updates (n of n-step A2C)."""
+    actor_lr: float = 7e-4
+    """Adam learning rate of the actor."""
+    critic_lr: float = 7e-4
+    """Adam learning rate of the critic."""
+    gamma: float = 0.99
+    """Discount."""
+    value_coef: float = 0.5
+    """Weight of the critic's squared error."""
+    max_grad_norm: float | None = 0.5
+    """Per-lane clip over actor and critic gradients; None: off."""
+    failure_reward: float | None = None
+    """Training reward at a failure (a termination); None: the env's own (see ``for_env``)."""
 
 
 FAILING_TERMINATIONS = frozenset({"CartPole-v1"})

@@ -35,9 +35,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from frd.classification.data import load_dataset  # noqa: E402
+from frd.classification.experiment import run_experiment  # noqa: E402
 from frd.classification.methods import GLOBAL, study_config  # noqa: E402
 from frd.classification.models import build_model, count_parameters  # noqa: E402
-from frd.classification.runner import run_experiment  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
 
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {

@@ -47,6 +47,7 @@ from frd.classification.context import RunContext  # noqa: E402
 from frd.classification.data import load_dataset  # noqa: E402
 from frd.classification.methods import cls_config, study_config  # noqa: E402
 from frd.classification.privacy import PRIVACY_GAMMAS, privacy_table  # noqa: E402
+from frd.classification.runs import RUNS  # noqa: E402
 from frd.errors import FrdError  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
 from frd.results import ResultStore, run_id  # noqa: E402
@@ -110,7 +111,7 @@ def run_grid(jobs: list[Job], backend: Backend) -> list[float]:
     data = load_dataset(dataset, data_dir, download=download, test_fraction=test_fraction, split_seed=split_seed)
     torch.set_num_threads(work[0][1].threads)  # local backend; Ray tasks set their own
     try:
-        for i, tables in backend.iter_cls([(config, seed) for _, config, seed in work], data):
+        for i, tables in backend.execute(RUNS, data, [(config, seed) for _, config, seed in work]):
             j = work[i][0]
             stores[j].save_run(tables)
             seconds[j] += float(tables["runs"]["compute_s"].sum())

@@ -35,8 +35,8 @@ def run(config: ClsConfig, out: str | Path, *, progress: bool = False, backend: 
         print(summary[["method", "accuracy_final", "bits_up_total"]])
     """
     from frd.backends import Backend
+    from frd.classification.experiment import run_experiment
     from frd.classification.report import summarize
-    from frd.classification.runner import run_experiment
 
     where = Backend(backend) if isinstance(backend, str) else backend
     return summarize(config, run_experiment(config, out, progress=progress, backend=where))

@@ -9,11 +9,11 @@ from frd.backends import add_backend_arguments, backend_from_args
 from frd.channel import CHANNELS, parse_channel_option
 from frd.classification.config import ClsConfig
 from frd.classification.data import DATASETS
+from frd.classification.experiment import run_experiment
 from frd.classification.methods import CLS_METHODS, cls_config
 from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS
 from frd.classification.report import cls_table, summarize
-from frd.classification.runner import run_experiment
 from frd.options import add_option_flags, given_options
 from frd.results import ResultStore
 from frd.tensorboard import add_tensorboard_flag

@@ -1,28 +1,22 @@
-"""The classification round loop — the only one — and the experiment driver around it."""
+"""The classification round loop — the only one (the experiment driver around it: ``frd.classification.experiment``)."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
-import torch
-from tqdm import tqdm
 
-from frd.backends import LOCAL, ClsBackend
 from frd.channel import make_channel
 from frd.classification.config import ClsConfig
 from frd.classification.context import RunContext
-from frd.classification.data import Dataset, load_dataset
+from frd.classification.data import Dataset
 from frd.classification.methods import GLOBAL, Method, get_method
 from frd.classification.models import count_parameters
 from frd.classification.training import evaluate
 from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
-from frd.results import ResultStore, run_id
 from frd.seeding import Stream, derive_seed
-from frd.tensorboard import live_logger
 
 ROUND_COLUMNS = ["run_id", "seed", "round", "phase", "device", "iteration", "accuracy", "loss", "compute_s",
                  "comm_s"]
@@ -100,32 +94,3 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[],
         local_accuracy=after_local.get(config.reference_device, np.nan),
         **ledger.totals(ctx.run_id), compute_s=compute_total, comm_s=comm_total, **method.run_summary())])
     return {"runs": runs, "rounds": rounds, "ledger": ledger.frame()}
-
-
-def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True,
-                   backend: ClsBackend = LOCAL, tensorboard: str | Path | None = None) -> ResultStore:
-    """Every seed of ``config`` not already finished in ``out_dir``, on ``backend``; results are
-    saved per seed.
-
-    The dataset, partition, model and method are built and checked (on seed 0) before the
-    results folder is touched, so a fixable error leaves nothing behind that blocks the rerun.
-    ``tensorboard``: also write each finished seed's events there (``frd.tensorboard``).
-    """
-    log = live_logger(tensorboard)
-    data = load_dataset(config.dataset, config.data_dir, download=config.download,
-                        test_fraction=config.test_fraction, split_seed=config.split_seed)
-    torch.set_num_threads(config.threads)
-    build_run(config, 0, data)
-    store = ResultStore(out_dir, backend.record(config), config.resume_key())
-    done = store.finished()  # verified once: it reads every part
-    todo = [s for s in range(config.seeds) if run_id(config.method, s) not in done]
-    try:
-        if todo:
-            with tqdm(total=len(todo) * config.rounds, disable=not progress, unit="round",
-                      desc=f"{config.method} on {config.dataset}") as bar:
-                for _, tables in backend.iter_cls([(config, seed) for seed in todo], data, bar.update):
-                    store.save_run(tables)
-                    log(store, tables)
-    finally:
-        store.consolidate()  # also after Ctrl-C: the tables hold every finished seed
-    return store

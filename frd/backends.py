@@ -1,7 +1,8 @@
-"""Where runs execute: ``local`` (in this process, one batch) or ``ray`` (groups of runs as Ray
-tasks over a machine's cores or a cluster).
+"""Where runs execute: ``local`` (in this process, one group) or ``ray`` (groups of runs as Ray
+tasks over a machine's cores or a cluster), whatever their domain: a domain says how one group of
+its runs executes (``Runs``; RL: one batch of the engine), a backend deals the groups out.
 
-A Ray task runs the same batched engine on its group and streams each finished run's tables back
+A Ray task runs the domain's own group code and streams each finished run's tables back
 the moment it finishes (a streaming generator); the driver saves it through ``ResultStore`` as a
 local run would. So results live with the driver (no shared filesystem), and resume, Ctrl-C and
 ``kill`` behave as they do locally: a run counts once its tables are saved, a run in flight is
@@ -27,6 +28,8 @@ from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from frd.errors import FrdError
+from frd.remote import Link
+from frd.results import PROVENANCE_TABLE, machine_provenance
 
 BACKENDS = ("local", "ray")
 OBJECT_STORE_BYTES = 256 * 1024 ** 2
@@ -34,6 +37,22 @@ OBJECT_STORE_BYTES = 256 * 1024 ** 2
 MISSING_RAY = "--backend ray needs Ray: pip install 'frd[ray]'"
 
 Tables = dict  # {"runs": DataFrame, ...}: one finished run
+
+
+class Runs(Protocol):
+    """How a domain's runs execute, as a backend deals them out: ``shared`` is what every run of a
+    sweep shares (RL: the config; classification: the dataset), an item is one run."""
+
+    def threads(self, shared: Any, items: Sequence[Any]) -> int:
+        """CPUs one group of ``items`` keeps busy (a Ray task's share)."""
+
+    def run_group(self, shared: Any, items: Sequence[Any], on_step: Callable[[], object],
+                  on_status: Callable[[str], None]) -> Iterator[tuple[int, Tables]]:
+        """(index into ``items``, tables) of each run of one group, in this process, as it finishes;
+        ``on_step`` after each step of a run (a classification round), ``on_status`` says what runs."""
+
+    def run_remote(self, shared: Any, item: Any, link: Link, on_step: Callable[[], object]) -> Tables:
+        """One run with its participants reached over ``link`` (Flower): its tables plus ``transport``."""
 
 
 @dataclass(frozen=True)
@@ -68,72 +87,39 @@ class Backend:
         saved = asdict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
         return {**saved, "backend": asdict(self)}
 
-    # -- RL ---------------------------------------------------------------------------------
-    def simulate(self, config: Any, runs: Sequence[tuple[str, int]], on_finished: Callable[[Tables], None],
-                 on_status: Callable[[str], None] = lambda text: None) -> None:
-        """``frd.rl.runner.simulate`` on this backend: ``on_finished`` gets each run's tables."""
-        from frd.rl.runner import iter_simulate
-
+    def execute(self, runs: Runs, shared: Any, items: Sequence[Any], on_step: Callable[[], object] = lambda: None,
+                on_status: Callable[[str], None] = lambda text: None) -> Iterator[tuple[int, Tables]]:
+        """(index into ``items``, tables) of each run as it finishes. Locally one group, in this
+        process; on Ray in groups, ``shared`` put once, ``on_step`` not called (a task's callbacks
+        stay on its worker)."""
         if self.local:
-            for tables in iter_simulate(config, runs, on_status):
-                on_finished(tables)
+            yield from runs.run_group(shared, items, on_step, on_status)
             return
-        if not runs:
+        if not items:
             return
+        threads = runs.threads(shared, items)
         with RaySession(self) as session:
-            groups = group_runs(runs, session.groups(config.threads, len(runs)))
+            groups = group_runs(list(range(len(items))), session.groups(threads, len(items)))
             on_status(f"ray: {len(groups)} groups on {session.cpus:g} CPUs")
-            task = session.ray.remote(_rl_group).options(num_returns="streaming", num_cpus=config.threads)
-            config_ref = session.ray.put(config)
-            for _, tables in session.stream([task.remote(config_ref, group) for group in groups]):
-                on_finished(tables)
-
-    # -- classification ----------------------------------------------------------------------
-    def iter_cls(self, work: Sequence[tuple[Any, int]], data: Any,
-                 on_round: Callable[[], object] = lambda: None) -> Iterator[tuple[int, Tables]]:
-        """(index into ``work``, tables) of each (config, seed) of ``work`` as it finishes.
-
-        Locally in order, one after the other; on Ray in groups, the dataset put once."""
-        if self.local:
-            from frd.classification.runner import run_seed
-
-            for i, (config, seed) in enumerate(work):
-                yield i, run_seed(config, seed, data, on_round=on_round)
-            return
-        if not work:
-            return
-        threads = max(config.threads for config, _ in work)
-        with RaySession(self) as session:
-            indices = group_runs(list(range(len(work))), session.groups(threads, len(work)))
-            task = session.ray.remote(_cls_group).options(num_returns="streaming", num_cpus=threads)
-            data_ref = session.ray.put(data)
-            gens = [task.remote([(i, *work[i]) for i in group], data_ref) for group in indices]
-            for _, (i, tables) in session.stream(gens):
-                for _ in range(work[i][0].rounds):
-                    on_round()
-                yield i, tables
+            task = session.ray.remote(_group).options(num_returns="streaming", num_cpus=threads)
+            shared_ref = session.ray.put(shared)
+            gens = [task.remote(runs, shared_ref, [items[i] for i in group]) for group in groups]
+            for g, (i, tables) in session.stream(gens):
+                yield groups[g][i], tables
 
 
-class ClsBackend(Protocol):
-    """Where classification seeds run: a ``Backend``, or a Flower grid (``frd.flower.apps``)."""
-
-    def record(self, config: Any) -> dict: ...
-
-    def iter_cls(self, work: Sequence[tuple[Any, int]], data: Any,
-                 on_round: Callable[[], object] = lambda: None) -> Iterator[tuple[int, Tables]]: ...
-
-
-class RLBackend(Protocol):
-    """Where RL runs run: a ``Backend``, or a Flower grid (``frd.flower.apps``); not ``local``: runs
-    go through ``simulate``, not one batch in this process."""
+class Executor(Protocol):
+    """Where a sweep's runs execute: a ``Backend``, or a Flower grid (``frd.flower.apps``)."""
 
     @property
-    def local(self) -> bool: ...
+    def local(self) -> bool:
+        """This process: RL then runs its sweep as one batch that resumes from its checkpoint
+        (``frd.rl.experiment``) rather than through ``execute``."""
 
     def record(self, config: Any) -> dict: ...
 
-    def simulate(self, config: Any, runs: Sequence[tuple[str, int]], on_finished: Callable[[Tables], None],
-                 on_status: Callable[[str], None] = lambda text: None) -> None: ...
+    def execute(self, runs: Runs, shared: Any, items: Sequence[Any], on_step: Callable[[], object] = lambda: None,
+                on_status: Callable[[str], None] = lambda text: None) -> Iterator[tuple[int, Tables]]: ...
 
 
 LOCAL = Backend()
@@ -260,25 +246,10 @@ class RaySession:
             self.temp_dir = None
 
 
-def _rl_group(config: Any, runs: list[tuple[str, int]]) -> Iterator[Tables]:
-    """A Ray task: one batch of the engine over ``runs``, each run's tables yielded as it finishes."""
-    from frd.results import PROVENANCE_TABLE, machine_provenance
-    from frd.rl.runner import iter_simulate
-
-    for tables in iter_simulate(config, runs):
-        yield {**tables, PROVENANCE_TABLE: machine_provenance()}
-
-
-def _cls_group(work: list[tuple[int, Any, int]], data: Any) -> Iterator[tuple[int, Tables]]:
-    """A Ray task: the seeds of ``work`` one after the other, each one's tables yielded when done."""
-    import torch
-
-    from frd.classification.runner import run_seed
-    from frd.results import PROVENANCE_TABLE, machine_provenance
-
-    for i, config, seed in work:
-        torch.set_num_threads(config.threads)
-        yield i, {**run_seed(config, seed, data), PROVENANCE_TABLE: machine_provenance()}
+def _group(runs: Runs, shared: Any, items: list[Any]) -> Iterator[tuple[int, Tables]]:
+    """A Ray task: one group of runs, each run's tables yielded, with where it ran, as it finishes."""
+    for i, tables in runs.run_group(shared, items, lambda: None, lambda text: None):
+        yield i, {**tables, PROVENANCE_TABLE: machine_provenance()}
 
 
 # -- CLI ---------------------------------------------------------------------------------------

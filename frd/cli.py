@@ -1,16 +1,16 @@
-"""The ``frd`` command. Each domain registers its own subcommands; errors print as one line."""
+"""The ``frd`` command. Each installed domain (``frd.domains``) adds its own subcommands, then
+``frd flower`` and ``frd export`` are added; errors print as one line."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import signal
 import sys
 from typing import Callable, NoReturn, Sequence
 
+from frd.domains import domains
 from frd.errors import FrdError
-
-COMMAND_MODULES = ("frd.rl.cli", "frd.classification.cli", "frd.flower.cli", "frd.tensorboard")
-"""Modules with ``register(subparsers)``, each adding subcommands that ``set_defaults(run=...)``."""
+from frd.flower import cli as flower_cli
+from frd.tensorboard import register as register_export
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,8 +32,10 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="frd", description="What each way of sharing knowledge costs on the wire, and what it buys.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for domain in domains().values():
+        domain.register(sub)
+    flower_cli.register(sub)
+    register_export(sub)
     return parser
 
 
@@ -45,13 +47,13 @@ def _stop(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code: 0 done, 2 bad input (one line on stderr), 130 interrupted."""
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exc:  # --help (0) or a flag argparse refused (2, one line already printed)
-        return int(exc.code or 0)
-    signal.signal(signal.SIGTERM, _stop)
-    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help (0) or a flag argparse refused (2, one line already printed)
+            return int(exc.code or 0)
+        signal.signal(signal.SIGTERM, _stop)
         return int(args.run(args) or 0)
-    except FrdError as exc:
+    except FrdError as exc:  # also no domain installed, or a parser's own check
         print(f"frd: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

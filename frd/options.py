@@ -1,11 +1,15 @@
 """Method-owned options: each method declares a frozen dataclass beside its code, one docstring
 per field. From it come the method's CLI flags, their parsing and help, the check that a flag
-belongs to the methods asked for, and the method's part of the resume key.
+belongs to the methods asked for, and the method's part of the resume key. A domain's common
+config is documented the same way and its flags come from it too (``add_config_flags``).
 
 A field's flag is ``--`` plus its name with dashes, unless ``field(metadata={"flag": "…"})``
 names another (kept for flags users already know, like ``--frd-weighting``). Field types may be
 ``int``, ``float``, ``str``, ``bool``, ``X | None`` of those, or ``Literal[...]``; a field whose
 value has another form gives its parser as ``metadata={"parse": fn}`` (fn raises ValueError).
+A config field may also give ``metavar``, ``repeat`` (the flag may be given again, each value
+appended) and ``flag_default`` (the value when the flag is not given, where that is not the
+field's default: None for "the env's", say; its docstring says what it means).
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import textwrap
 import types
 import typing
 from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass, replace
-from typing import Any, Callable, Literal, Mapping, Sequence, get_args, get_origin
+from typing import Any, Callable, Collection, Literal, Mapping, Sequence, get_args, get_origin
 
 from frd.errors import FrdError
 
@@ -139,6 +143,36 @@ def add_option_flags(parser: argparse.ArgumentParser, registry: Mapping[str, Any
         if flag.is_bool:  # ``--frl-critic`` alone means yes; ``--frl-critic no`` is explicit
             kwargs.update(nargs="?", const=True, metavar="yes|no")
         group.add_argument(flag.flag, **kwargs)
+
+
+def config_flags(config: type, skip: Collection[str] = ()) -> list[Field]:
+    """The fields of the dataclass ``config`` that are flags: all but those in ``skip``."""
+    return [f for f in fields(config) if f.name not in skip]
+
+
+def add_config_flags(parser: argparse.ArgumentParser, config: type, skip: Collection[str] = ()) -> None:
+    """One flag per field of ``config`` but those in ``skip``, in their order: its help the field's
+    docstring and default, its value parsed by the field's type (ints and numbers as argparse
+    parses them, so its messages stay the same) or by ``metadata["parse"]``."""
+    hints, docs = typing.get_type_hints(config), field_docs(config)
+    for f in config_flags(config, skip):
+        default = f.metadata.get("flag_default", f.default if f.default is not MISSING else None)
+        shown = f" (default {default})" if isinstance(default, (int, float, str)) and default != "" else ""
+        kwargs: dict[str, Any] = dict(dest=f.name, default=default, help=(docs.get(f.name, "") + shown).replace("%", "%%"))
+        parse = _field_parser(f, hints[f.name])[0]
+        if parse is not str:
+            kwargs["type"] = parse
+        if f.metadata.get("repeat"):
+            kwargs.update(action="append", default=[])
+        if "metavar" in f.metadata:
+            kwargs["metavar"] = f.metadata["metavar"]
+        parser.add_argument(flag_name(f), **kwargs)
+
+
+def given_config(args: argparse.Namespace, config: type, skip: Collection[str] = ()) -> dict[str, Any]:
+    """The values of ``config``'s flags (``add_config_flags``) by field name; a repeated flag's as a tuple."""
+    return {f.name: tuple(getattr(args, f.name)) if f.metadata.get("repeat") else getattr(args, f.name)
+            for f in config_flags(config, skip)}
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -18,7 +18,6 @@ import pandas as pd
 
 from frd.errors import FrdError
 from frd.results import RUNS_TABLE, ResultStore
-from frd.rl.mission import MissionWindow
 
 TABLES = (RUNS_TABLE, "episodes", "rounds", "ledger")
 """The tables read: RL has all four, classification has no ``episodes``."""
@@ -141,13 +140,11 @@ def _series(tables: Mapping[str, pd.DataFrame], common: Mapping[str, Any]) -> li
 
 def _mission_average(scores: pd.Series, window: int) -> pd.Series:
     """After each episode, the mean of the latest ``window`` scores (fewer before the window fills),
-    as the mission rule reads it (``frd.rl.mission``)."""
-    tracker = MissionWindow(window=window)
-    average = []
-    for score in scores:
-        tracker.add(score)
-        average.append(tracker.mean())
-    return pd.Series(average, scores.index)
+    as the mission rule reads it (``frd.rl.mission.MissionWindow.mean``: the same sum in the same
+    order, so the same floats; written here so that the core imports no domain)."""
+    values = [float(score) for score in scores]
+    latest = [values[max(0, i + 1 - window):i + 1] for i in range(len(values))]
+    return pd.Series([sum(last) / len(last) for last in latest], scores.index)
 
 
 def add_tensorboard_flag(p: argparse.ArgumentParser) -> None:

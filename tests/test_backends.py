@@ -21,7 +21,9 @@ import frd.results as results
 import frd.rl.experiment as experiment
 from frd.backends import MISSING_RAY, Backend, RaySession, group_runs, import_ray
 from frd.cli import main
+from frd.domains import REGISTRY
 from frd.errors import FrdError
+from frd.results import ResultStore
 from frd.rl.config import RLConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +114,6 @@ def test_a_ray_started_here_is_killed_like_a_local_run_and_resumes_locally(tmp_p
     import ray
 
     import frd.cli as cli
-    from frd.results import ResultStore
 
     rl = ["rl", "--method", "frd", "--seeds", "4", *TINY]
     before = set(Path("/tmp").glob("frdray*"))
@@ -174,7 +175,8 @@ def cluster(tmp_path_factory):
     port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="frdhead", dir="/tmp")  # short: Unix socket paths
     log = tmp_path_factory.mktemp("head") / "head.log"
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}  # toy_domain
     head = subprocess.Popen(
         [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--port", str(port),
          "--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir, "--num-cpus", "2",
@@ -229,19 +231,18 @@ def test_rl_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster, mo
     assert saved[0]["config"]["backend"]["name"] == "local" and saved[0]["resume_key"] == saved[1]["resume_key"]
 
 
-def _interrupt_after(n: int, simulate):
-    """``simulate`` that raises KeyboardInterrupt (as Ctrl-C would) once ``n`` runs are saved."""
-    def interrupted(*args, **kwargs):
-        *head, config, runs, on_finished, on_status = args  # a bound method brings its backend first
-        saved = []
+def _saving(monkeypatch, stop_after: int | None = None) -> list:
+    """The tables of every run saved from now on; with ``stop_after``, a KeyboardInterrupt (as
+    Ctrl-C would raise) once that many are saved."""
+    real_save, saved = ResultStore.save_run, []
 
-        def save_then_stop(tables):
-            on_finished(tables)
-            saved.append(tables)
-            if len(saved) == n:
-                raise KeyboardInterrupt
-        return simulate(*head, config, runs, save_then_stop, on_status, **kwargs)
-    return interrupted
+    def save(self, tables):
+        real_save(self, tables)
+        saved.append(tables)
+        if len(saved) == stop_after:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(ResultStore, "save_run", save)
+    return saved
 
 
 @pytest.mark.parametrize("first, then", [("ray", "local"), ("local", "ray")])
@@ -250,23 +251,22 @@ def test_a_sweep_interrupted_on_one_backend_resumes_on_the_other(first, then, tm
     backends = {"local": Backend(), "ray": Backend("ray", address=cluster, groups=2)}
     experiment.run_experiment(config, tmp_path / "full", progress=False)
 
-    real = {"local": experiment.simulate, "ray": Backend.simulate}
-    target = {"local": (experiment, "simulate"), "ray": (Backend, "simulate")}
-    monkeypatch.setattr(*target[first], _interrupt_after(4, real[first]))
+    _saving(monkeypatch, stop_after=4)
     with pytest.raises(KeyboardInterrupt):
         experiment.run_experiment(config, tmp_path / "resumed", progress=False, backend=backends[first])
     saved = pd.read_csv(tmp_path / "resumed" / "runs.csv")
     assert len(saved) == 4
-    monkeypatch.setattr(*target[first], real[first])
 
-    asked, executed = [], []
-
-    def counting(*args, **kwargs):
-        *head, config, runs, on_finished, on_status = args
-        asked.extend(runs)
-        return real[then](*head, config, runs, lambda t: (executed.append(t), on_finished(t)), on_status, **kwargs)
-
-    monkeypatch.setattr(*target[then], counting)
+    asked: list = []  # the runs given to the engine: the local batch, or the Ray backend
+    if then == "local":
+        real_simulate = experiment.simulate
+        monkeypatch.setattr(experiment, "simulate", lambda config, runs, *a, **k:
+                            asked.extend(runs) or real_simulate(config, runs, *a, **k))
+    else:
+        real_execute = Backend.execute
+        monkeypatch.setattr(Backend, "execute", lambda self, runs, shared, items, *a, **k:
+                            asked.extend(items) or real_execute(self, runs, shared, items, *a, **k))
+    executed = _saving(monkeypatch)
     experiment.run_experiment(config, tmp_path / "resumed", progress=False, backend=backends[then])
     missing = {(m, s) for m in config.methods for s in range(3)} - set(zip(saved.method, saved.seed))
     assert sorted(asked) == sorted(missing) and len(executed) == len(missing) == 5  # nothing finished redone
@@ -301,3 +301,18 @@ def test_mix2fld_study_grid_runs_through_the_seam(tmp_path, cluster):
             local, on_ray = (pd.read_csv(tmp_path / d / label / f"{table}.csv").drop(columns="compute_s", errors="ignore")
                              for d in ("local", "ray"))
             pd.testing.assert_frame_equal(local, on_ray, obj=f"{label} {table}")
+
+
+def test_a_toy_domain_runs_on_the_cluster_as_locally(tmp_path, cluster, monkeypatch):
+    """A domain the core has never heard of (``toy_domain``, registered by one line) runs its
+    groups as Ray tasks through the same ``Backend.execute``: the tables of a local run."""
+    import toy_domain
+
+    monkeypatch.setitem(REGISTRY, "mean", toy_domain.DOMAIN)
+    mean = ["mean", "--participants", "3", "--seeds", "4"]
+    assert main([*mean, "--out", str(tmp_path / "local")]) == 0
+    assert main([*mean, "--backend", "ray", "--address", cluster, "--groups", "2", "--out", str(tmp_path / "ray")]) == 0
+    for table in ("runs", "ledger"):
+        local, on_ray = (pd.read_csv(tmp_path / d / f"{table}.csv") for d in ("local", "ray"))
+        pd.testing.assert_frame_equal(local, on_ray, obj=table)
+    assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 4

@@ -177,11 +177,12 @@ def test_a_node_started_for_another_number_of_participants_says_so(monkeypatch):
     from flwr.supercore.task_identity import TaskIdentity
 
     from frd.classification.methods import cls_config
+    from frd.domains import get_domain
     from frd.flower.apps import step
     from frd.flower.spec import RUN_CONFIG_KEY, spec
 
     context = Context(run_id=1, node_id=7, node_config={"partition-id": 1, "num-partitions": 2}, state=RecordDict(),
-                      run_config={RUN_CONFIG_KEY: spec(cls_config("fd", devices=1), "out")})
+                      run_config={RUN_CONFIG_KEY: spec(get_domain("cls"), cls_config("fd", devices=1), "out")})
     for name in ("_task_id", "_run_id", "_node_id"):  # a message is made inside a task, which Flower identifies
         monkeypatch.setattr(TaskIdentity, name, 1)
     with pytest.raises(frd.errors.FrdError, match="this node was started for 2 participants, the run has 1"):

@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from functools import lru_cache
-from typing import Any, Callable, Iterator, Mapping, Sequence, cast
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from frd.backends import Tables
+from frd.backends import Runs, Tables
 from frd.errors import FrdError
 from frd.flower.spec import RUN_CONFIG_KEY, read_spec
-from frd.flower.spec import participants as run_participants
 from frd.remote import Reply, Request
-from frd.rl.config import RLConfig
 
-# Each domain's modules are imported where they are used: every message starts a node process,
-# and an RL agent's need not import classification's (scikit-learn among them), nor the reverse.
+# The run's domain comes from the registry (``frd.domains``), which imports only that domain: an
+# RL agent's node need not import classification's modules (scikit-learn among them), nor the reverse.
 
 NODE_WAIT_S = 300.0
 """How long the ServerApp waits for every participant's node to connect."""
@@ -118,10 +115,10 @@ def _reply(record: Any, participants: int) -> tuple[int, Reply]:
 
 
 class FlowerBackend:
-    """``run_experiment``'s backend on the ServerApp: each classification seed through a
-    ``RemoteMethod``, each RL run through a ``RemoteRun``, one after the other."""
+    """``run_experiment``'s backend on the ServerApp: each run through the domain's ``run_remote``,
+    one after the other."""
 
-    local = False  # RL runs go through simulate
+    local = False  # not one batch in this process: every run goes through execute
 
     def __init__(self, link: FlowerLink) -> None:
         self.link = link
@@ -129,20 +126,10 @@ class FlowerBackend:
     def record(self, config: Any) -> dict:
         return {**asdict(config), "backend": {"name": "flower", "nodes": len(self.link.nodes)}}
 
-    def iter_cls(self, work: Sequence[tuple[Any, int]], data: Any,
-                 on_round: Callable[[], object] = lambda: None) -> Iterator[tuple[int, Tables]]:
-        from frd.classification.remote import run_remote
-
-        for i, (config, seed) in enumerate(work):
-            yield i, run_remote(config, seed, data, self.link, on_round)
-
-    def simulate(self, config: RLConfig, runs: Sequence[tuple[str, int]], on_finished: Callable[[Tables], None],
-                 on_status: Callable[[str], None] = lambda text: None) -> None:
-        from frd.rl.remote import run_remote
-
-        for method, seed in runs:
-            on_status(f"{method} seed {seed}")
-            on_finished(run_remote(config, method, seed, self.link))
+    def execute(self, runs: Runs, shared: Any, items: Sequence[Any], on_step: Callable[[], object] = lambda: None,
+                on_status: Callable[[str], None] = lambda text: None) -> Iterator[tuple[int, Tables]]:
+        for i, item in enumerate(items):
+            yield i, runs.run_remote(shared, item, self.link, on_step)
 
 
 server = ServerApp()
@@ -151,15 +138,8 @@ client = ClientApp()
 
 @server.main()
 def main(grid: Grid, context: Context) -> None:
-    config, out = read_spec(str(context.run_config[RUN_CONFIG_KEY]))
-    if isinstance(config, RLConfig):
-        from frd.rl.experiment import run_experiment as run_rl
-
-        run_rl(config, out, progress=False, backend=FlowerBackend(FlowerLink(grid, config.agents)))
-    else:
-        from frd.classification.runner import run_experiment as run_cls
-
-        run_cls(config, out, progress=False, backend=FlowerBackend(FlowerLink(grid, config.devices)))
+    domain, config, out = read_spec(str(context.run_config[RUN_CONFIG_KEY]))
+    domain.run_experiment(config, out, FlowerBackend(FlowerLink(grid, domain.participants(config))), progress=False)
 
 
 def _participant(context: Context) -> tuple[int, int]:
@@ -170,35 +150,15 @@ def _participant(context: Context) -> tuple[int, int]:
                        "(frd flower node --participant K --participants N)") from None
 
 
-@lru_cache(maxsize=2)
-def _load(dataset: str, data_dir: str | None, download: bool, test_fraction: float, split_seed: int) -> Any:
-    """The node's own copy of the data (a simulated node's process may serve many messages)."""
-    from frd.classification.data import load_dataset
-
-    return load_dataset(dataset, data_dir, download=download, test_fraction=test_fraction, split_seed=split_seed)
-
-
 @client.train()
 def step(message: Message, context: Context) -> Message:
-    config, _ = read_spec(str(context.run_config[RUN_CONFIG_KEY]))
+    domain, config, _ = read_spec(str(context.run_config[RUN_CONFIG_KEY]))
     participant, participants = _participant(context)
-    if participants != run_participants(config):
-        raise FrdError(f"this node was started for {participants} participants, the run has {run_participants(config)}")
+    if participants != domain.participants(config):
+        raise FrdError(f"this node was started for {participants} participants, the run has {domain.participants(config)}")
     request = _request(message.content[RECORD])
     key = f"{RECORD}-{request.method or 'cls'}-seed{request.seed}"
     kept = context.state.config_records[key]["state"] if key in context.state else None
-    reply: Reply
-    if isinstance(config, RLConfig):
-        from frd.rl.remote import agent_reply
-
-        assert kept is None or isinstance(kept, list)
-        reply, history = agent_reply(config, participant, request, cast(list[bytes], kept or []))
-        context.state[key] = ConfigRecord({"state": history})
-    else:
-        from frd.classification.remote import participant_reply, resolved
-
-        assert kept is None or isinstance(kept, bytes)
-        data = _load(config.dataset, config.data_dir, config.download, config.test_fraction, config.split_seed)
-        reply, state = participant_reply(resolved(config), data, participant, request, kept)
-        context.state[key] = ConfigRecord({"state": state})
+    reply, kept = domain.participant_reply(config, participant, request, kept)
+    context.state[key] = ConfigRecord({"state": kept})
     return Message(RecordDict({RECORD: _reply_record(reply, participant, participants)}), reply_to=message)

@@ -15,11 +15,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from frd.classification import cli as cls_cli
-from frd.classification.data import load_dataset
-from frd.classification.runner import build_run
+from frd.domains import Domain, domains, get_domain
 from frd.errors import FrdError
 from frd.flower import require_flwr
 from frd.flower.launch import (
@@ -36,15 +34,11 @@ from frd.flower.launch import (
     write_app,
     write_home,
 )
-from frd.flower.spec import Config, participants, spec
-from frd.results import ResultStore, run_id
-from frd.rl import cli as rl_cli
-from frd.rl.config import RLConfig
-from frd.rl.experiment import report as rl_report
-from frd.rl.methods import RL_METHODS
-from frd.rl.remote import check_remote
+from frd.flower.spec import spec
+from frd.results import ResultStore
 
-OUT = "results/flower/<method>-<dataset>-<partition>"
+DEFAULT_DOMAIN = "cls"
+"""The domain of ``sim`` and ``run`` when no ``--method`` names another's method."""
 
 
 def _methods(args: list[str]) -> list[str]:
@@ -54,19 +48,21 @@ def _methods(args: list[str]) -> list[str]:
     return method.parse_known_args(args)[0].method.split(",")
 
 
+def _domain(methods: list[str]) -> Domain:
+    """The domain one of whose methods ``methods`` names (else ``DEFAULT_DOMAIN``)."""
+    named = {m.strip() for m in methods}
+    return next((d for d in domains().values() if named & set(d.methods)), None) or get_domain(DEFAULT_DOMAIN)
+
+
 def _by_method(parser_class: type, prog: str, help_text: str, deployed: bool) -> Callable[[list[str]], argparse.ArgumentParser]:
-    """``sim``'s or ``run``'s flags: ``frd rl``'s for RL methods, else ``frd cls``'s."""
+    """``sim``'s or ``run``'s flags: those of the domain whose method ``--method`` names."""
     def build(args: list[str]) -> argparse.ArgumentParser:
-        rl = any(m.strip() in RL_METHODS for m in _methods(args))
+        domain = _domain(_methods(args))
         p = parser_class(prog=prog, description=help_text + " " + (__doc__ or "").split("\n\n")[-1].strip())
         if deployed:
             p.add_argument("--superlink", required=True, metavar="HOST:PORT", help="the SuperLink's address")
-        if rl:
-            p.add_argument("--method", required=True, help=f"RL method(s), comma-separated, from {', '.join(RL_METHODS)}")
-            rl_cli.add_common_arguments(p, scale_out=False)
-        else:
-            cls_cli.add_experiment_arguments(p, OUT + (" on the SuperLink's machine" if deployed else ""))
-        p.set_defaults(run=run_deployed if deployed else run_sim, rl=rl)
+        domain.add_remote_arguments(p, deployed)
+        p.set_defaults(run=run_deployed if deployed else run_sim, domain=domain.name)
         return p
     return build
 
@@ -97,39 +93,24 @@ def _address(text: str) -> str:
     return text
 
 
-def _checked(args: argparse.Namespace) -> tuple[Config, Path]:
-    """The experiment's config and absolute results folder, built once here so that bad input is
-    one line before any process starts."""
+def _checked(args: argparse.Namespace) -> tuple[Domain, Any, Path]:
+    """The experiment's domain, config and absolute results folder, built once here so that bad
+    input is one line before any process starts."""
     require_flwr()
-    if args.rl:
-        rl_config = rl_cli.config_from_args(args, tuple(m.strip() for m in args.method.split(",") if m.strip()))
-        rl_config.validate()
-        check_remote(rl_config)
-        return rl_config, Path(args.out).resolve()
-    config = cls_cli.config_from_args(args)
-    build_run(config, 0, load_dataset(config.dataset, config.data_dir, download=config.download,
-                                      test_fraction=config.test_fraction, split_seed=config.split_seed))
-    return config, (Path(args.out) if args.out else cls_cli.default_out(config, "flower")).resolve()
+    domain = get_domain(args.domain)
+    return domain, *domain.remote_config(args)
 
 
-def _report(config: Config, out: Path, log: Path) -> None:
+def _report(domain: Domain, config: Any, out: Path, log: Path) -> None:
     store = ResultStore(out, config, config.resume_key())
-    if isinstance(config, RLConfig):
-        seeds = range(config.first_seed, config.first_seed + config.seeds)
-        expected = {run_id(m, s) for m in config.methods for s in seeds}
-    else:
-        expected = {run_id(config.method, s) for s in range(config.seeds)}
-    missing = expected - store.finished()
+    missing = domain.run_ids(config) - store.finished()
     if missing:
         raise FrdError(f"the Flower run ended without {', '.join(sorted(missing))}: {tail(log, 1)}")
-    if isinstance(config, RLConfig):
-        rl_cli.print_summary(rl_report(store, config), str(out))
-    else:
-        cls_cli.report(config, store)
+    domain.report(config, store)
 
 
 def run_sim(args: argparse.Namespace) -> int:
-    config, out = _checked(args)
+    domain, config, out = _checked(args)
     log = out / "flower.log"
     with tempfile.TemporaryDirectory(prefix="frd-flwr-") as tmp:
         home, port = Path(tmp), free_port()
@@ -137,25 +118,26 @@ def run_sim(args: argparse.Namespace) -> int:
         link = start(superlink_command(LOOPBACK, port, simulation=True), home, log)
         try:
             wait_listening(link, port, log)
-            flwr_run(write_app(home / "app", spec(config, str(out))), home, log, supernodes=participants(config))
+            flwr_run(write_app(home / "app", spec(domain, config, str(out))), home, log,
+                     supernodes=domain.participants(config))
         finally:
             stop(link)
-    _report(config, out, log)
+    _report(domain, config, out, log)
     return 0
 
 
 def run_deployed(args: argparse.Namespace) -> int:
     superlink = _address(args.superlink)
-    config, out = _checked(args)
+    domain, config, out = _checked(args)
     with tempfile.TemporaryDirectory(prefix="frd-flwr-") as tmp:
         home = Path(tmp)
         write_home(home, superlink)
         log = home / "flwr-run.log"
-        flwr_run(write_app(home / "app", spec(config, str(out))), home, log)
+        flwr_run(write_app(home / "app", spec(domain, config, str(out))), home, log)
         if not (out / "config.json").exists():
             print(f"submitted; the tables are in {out} on the SuperLink's machine")
             return 0
-        _report(config, out, log)
+        _report(domain, config, out, log)
     return 0
 
 

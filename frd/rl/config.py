@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from frd.agents.a2c import A2CConfig, for_env, recipe
 from frd.agents.spec import AgentSpec, agent_configs, parse_agent_spec
 from frd.agents.stacked import ACTIVATIONS
-from frd.channel import check_channel
+from frd.channel import check_channel, parse_channel_option
 from frd.envs.lanes import check_env_id
 from frd.errors import FrdError
 from frd.options import build_options, options_key
@@ -30,25 +30,54 @@ otherwise, so folders written before them still resume."""
 
 @dataclass(frozen=True)
 class RLConfig:
-    methods: tuple[str, ...] = ("independent",)  # exchange schemes to run (frd.rl.methods.RL_METHODS)
-    env_id: str = "CartPole-v1"    # any gymnasium env with Box observations and Discrete actions
-    agents: int = 2                # agents per run, each with its own env and seed
-    seeds: int = 20                # runs per method, seeds first_seed … first_seed+seeds−1
-    first_seed: int = 0            # seed of the first run
-    max_episodes: int = 2000       # per-agent episode cap; a run that hits it is "not completed"
-    period: int = 25               # E: episodes per agent between exchange rounds
-    target: float = 490.0          # mission: mean score over the latest `window` episodes ≥ target
-    window: int = 10               # episodes in the mission average
-    until: str = "first"           # a run ends when the first agent completes, or "all" of them (or the cap)
-    recipe: str = "nstep"          # A2C recipe: nstep (default) or rlcode
-    hidden: int = 64               # hidden width h of actor and critic
-    activation: str = "tanh"       # hidden activation
-    agent_spec: tuple[AgentSpec, ...] = ()  # per-agent width, lr, recipe, cycled over the agents (frd.agents.spec)
-    init: str = "shared"           # initial weights shared by the agents of one architecture, or separate
-    channel: str = "ideal"         # channel model of every transfer (frd.channel.CHANNELS)
-    channel_options: tuple = ()    # (name, value) overrides of the channel's parameters
-    threads: int = 1               # torch threads (1 is fastest below ~256 lanes here)
-    options: Mapping[str, Any] = field(default_factory=dict)  # method → its options; absent: defaults
+    """One RL experiment: what every method shares, and each method's resolved options. Every
+    field but ``methods`` and ``options`` is a flag of ``frd rl`` and ``frd compare``, its help
+    the docstring below (``frd.options.add_config_flags``)."""
+
+    methods: tuple[str, ...] = ("independent",)
+    """Exchange methods to run, from ``frd.rl.methods.RL_METHODS`` (``--method``, ``--methods``)."""
+    env_id: str = field(default="CartPole-v1", metadata={"flag": "env"})
+    """Gymnasium env id (Box obs, Discrete actions)."""
+    agents: int = 2
+    """Agents per run, each with its own env and seed."""
+    seeds: int = 20
+    """Runs per method: seeds first_seed … first_seed+seeds−1."""
+    first_seed: int = 0
+    """Seed of the first run."""
+    hidden: int = 64
+    """Hidden width h of actor and critic."""
+    activation: str = "tanh"
+    """Hidden activation: tanh or relu."""
+    recipe: str = "nstep"
+    """A2C recipe: nstep or rlcode (``frd.agents.a2c.RECIPES``)."""
+    agent_spec: tuple[AgentSpec, ...] = field(default=(), metadata={"parse": str, "metavar": "SPEC"})
+    """Per-agent learners, cycled over the agents, e.g. 'h=32;h=64;h=128,lr=3e-4;recipe=rlcode' (keys h, lr,
+    recipe; a missing key: the common one; ``frd.agents.spec``)."""
+    init: str = "shared"
+    """Initial weights: shared by the agents of one architecture (a server's initial model), or separate."""
+    max_episodes: int = 2000
+    """Episode cap per agent; a run that hits it is "not completed"."""
+    period: int = 25
+    """E: episodes per agent between exchange rounds."""
+    target: float = field(default=490.0, metadata={"flag_default": None})
+    """Mission score: an agent completes once its mean score over the latest ``window`` episodes reaches it
+    (default: the env's: CartPole-v1 490 [Seo et al. 2022, §4], else gymnasium's reward threshold, e.g. Acrobot-v1 -100,
+    LunarLander-v3 200)."""
+    window: int = 10
+    """Episodes in the mission average."""
+    until: str = "first"
+    """A run ends when the first agent completes (first) or every agent does (all: runs.csv then has the
+    slowest and the median agent's episodes), or at the episode cap."""
+    channel: str = "ideal"
+    """Channel model of every transfer: ideal or wireless[-symmetric] (``frd.channel.CHANNELS``)."""
+    channel_options: tuple = field(default=(), metadata={"flag": "channel-opt", "parse": parse_channel_option,
+                                                         "repeat": True, "metavar": "NAME=VALUE"})
+    """(name, value) overrides of the channel's parameters; on the command line NAME=VALUE, e.g. p_up_dbm=15
+    (repeatable)."""
+    threads: int = 1
+    """Torch threads (1 is fastest below ~256 lanes here)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Method → its resolved options (absent: the method's defaults)."""
 
     def agent_configs(self) -> list[A2CConfig]:
         """Each agent's A2C config: its ``agent_spec`` entry over the common recipe, width and
@@ -106,6 +135,9 @@ class RLConfig:
 
 
 COMMON_FIELDS = frozenset(f.name for f in fields(RLConfig)) - {"options"}
+NOT_FLAGS = ("methods", "options")
+"""The fields that are no flag of their own: the commands name the methods, and the options are
+the methods' own flags."""
 
 
 def rl_config(methods: tuple[str, ...] | str, **values: Any) -> RLConfig:

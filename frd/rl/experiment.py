@@ -7,12 +7,13 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from frd.backends import LOCAL, RLBackend
+from frd.backends import LOCAL, Executor
 from frd.results import ResultStore, atomic_write_csv, run_id
 from frd.rl.checkpoint import BatchCheckpoint
 from frd.rl.config import RLConfig
 from frd.rl.plots import plot_mission, plot_payload
 from frd.rl.runner import simulate
+from frd.rl.runs import RUNS
 from frd.rl.summary import rl_summary
 from frd.tensorboard import live_logger
 
@@ -21,7 +22,7 @@ SINGLE_AGENT = "single-agent"
 
 
 def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
-                   single_agent_reference: bool = False, backend: RLBackend = LOCAL,
+                   single_agent_reference: bool = False, backend: Executor = LOCAL,
                    tensorboard: str | Path | None = None) -> pd.DataFrame:
     """Run every method × seed not already in ``out_dir``; return the numeric summary
     (``frd.rl.summary.rl_summary``: one row per method and agent count, also in ``summary.csv``).
@@ -60,7 +61,8 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
                 checkpoint = BatchCheckpoint(store.out / "checkpoint.pkl", config)
                 simulate(config, todo, finished, bar.set_postfix_str, checkpoint=checkpoint)
             else:
-                backend.simulate(config, todo, finished, bar.set_postfix_str)
+                for _, tables in backend.execute(RUNS, config, todo, on_status=bar.set_postfix_str):
+                    finished(tables)
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished run
     return report(store, config, reference)

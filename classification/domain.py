@@ -1,0 +1,75 @@
+"""Classification as a domain of the harness (``frd.domains``), registered as the entry point ``cls``."""
+from __future__ import annotations
+
+import argparse
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from frd.backends import Executor
+from frd.classification import cli
+from frd.classification.config import ClsConfig
+from frd.classification.data import Dataset, load_dataset
+from frd.classification.experiment import run_experiment
+from frd.classification.methods import CLS_METHODS, COMMON_FIELDS, cls_config
+from frd.classification.remote import participant_reply, resolved
+from frd.classification.runner import build_run
+from frd.classification.runs import ClsRuns
+from frd.domains import Domain
+from frd.remote import Reply, Request
+from frd.results import ResultStore, run_id
+
+OUT = "results/flower/<method>-<dataset>-<partition>"
+"""``frd flower``'s default results folder of a classification experiment."""
+
+
+def _data(config: ClsConfig) -> Dataset:
+    """``config``'s dataset, loaded once per process (a node serves many messages)."""
+    return _load(config.dataset, config.data_dir, config.download, config.test_fraction, config.split_seed)
+
+
+@lru_cache(maxsize=2)
+def _load(dataset: str, data_dir: str | None, download: bool, test_fraction: float, split_seed: int) -> Dataset:
+    return load_dataset(dataset, data_dir, download=download, test_fraction=test_fraction, split_seed=split_seed)
+
+
+class ClsDomain(ClsRuns):
+    """Devices classifying images: ``frd cls``; over Flower one node per device."""
+
+    name = "cls"
+    methods = CLS_METHODS
+
+    def register(self, subparsers: argparse._SubParsersAction) -> None:
+        cli.register(subparsers)
+
+    def add_remote_arguments(self, parser: argparse.ArgumentParser, deployed: bool) -> None:
+        cli.add_experiment_arguments(parser, OUT + (" on the SuperLink's machine" if deployed else ""))
+
+    def remote_config(self, args: argparse.Namespace) -> tuple[ClsConfig, Path]:
+        config = cli.config_from_args(args)
+        build_run(config, 0, _data(config))
+        return config, (Path(args.out) if args.out else cli.default_out(config, "flower")).resolve()
+
+    def config_from_dict(self, values: Mapping[str, Any]) -> ClsConfig:
+        common = {k: v for k, v in values.items() if k in COMMON_FIELDS and k != "method"}
+        return cls_config(values["method"], **common, **values["options"])
+
+    def participants(self, config: ClsConfig) -> int:
+        return config.devices
+
+    def run_experiment(self, config: ClsConfig, out: Path, backend: Executor, progress: bool) -> None:
+        run_experiment(config, out, progress=progress, backend=backend)
+
+    def participant_reply(self, config: ClsConfig, participant: int, request: Request,
+                          kept: bytes | None) -> tuple[Reply, bytes]:
+        """Device ``participant``'s reply; it keeps its state as bytes."""
+        return participant_reply(resolved(config), _data(config), participant, request, kept)
+
+    def run_ids(self, config: ClsConfig) -> set[str]:
+        return {run_id(config.method, s) for s in range(config.seeds)}
+
+    def report(self, config: ClsConfig, store: ResultStore) -> None:
+        cli.report(config, store)
+
+
+DOMAIN: Domain = ClsDomain()

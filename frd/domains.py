@@ -1,0 +1,90 @@
+"""Domains as plug-ins: what a domain (RL, classification, …) offers the harness, and where the
+installed ones are found.
+
+A domain is registered, not imported by name: its package declares it under the entry-point group
+``frd.domains`` (``rl = "frd.rl.domain:DOMAIN"`` in frd's ``pyproject.toml``), so the core and the
+roof (the ``frd`` command, the Flower apps) reach it through this registry and never import it.
+A domain is loaded when it is first asked for: a Flower node imports only its run's domain.
+"""
+from __future__ import annotations
+
+import argparse
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+from frd.backends import Executor, Runs
+from frd.errors import FrdError
+from frd.remote import Reply, Request
+from frd.results import ResultStore
+
+GROUP = "frd.domains"
+"""The entry-point group a domain is declared under: ``name = "package.module:OBJECT"``."""
+
+
+class Domain(Runs, Protocol):
+    """One domain: its runs (``Runs``: a group of runs in one process, one run over a link), its
+    command-line (its own commands, and the flags of one experiment over Flower), a participant's
+    side of a remote run, and the report of a finished experiment."""
+
+    name: str
+    """The registry key; also what a Flower run's spec names."""
+    @property
+    def methods(self) -> Mapping[str, Any]:
+        """Its exchange methods by name: ``frd flower --method M`` runs the domain that has ``M``."""
+
+    def register(self, subparsers: argparse._SubParsersAction) -> None:
+        """Add its commands to ``frd`` (each ``set_defaults(run=...)``)."""
+
+    def add_remote_arguments(self, parser: argparse.ArgumentParser, deployed: bool) -> None:
+        """The flags of one experiment over Flower (``frd flower sim``; ``run`` when ``deployed``)."""
+
+    def remote_config(self, args: argparse.Namespace) -> tuple[Any, Path]:
+        """The config those flags give and its absolute results folder, checked as far as can be
+        before any process starts (bad input is one line, nothing started)."""
+
+    def config_from_dict(self, values: Mapping[str, Any]) -> Any:
+        """The config whose ``dataclasses.asdict`` (through JSON) is ``values``."""
+
+    def participants(self, config: Any) -> int:
+        """How many participants (nodes) a run of ``config`` has: agents, devices."""
+
+    def run_experiment(self, config: Any, out: Path, backend: Executor, progress: bool) -> None:
+        """Every run of ``config`` not yet in ``out``, on ``backend``, its tables saved as it finishes."""
+
+    def participant_reply(self, config: Any, participant: int, request: Request, kept: Any) -> tuple[Reply, Any]:
+        """``participant``'s answer to ``request`` and what it keeps for the next one (``kept``:
+        what the previous call returned, None at first; bytes or a list of bytes)."""
+
+    def run_ids(self, config: Any) -> set[str]:
+        """The runs a finished experiment of ``config`` holds."""
+
+    def report(self, config: Any, store: ResultStore) -> None:
+        """Print the summary of ``config``'s runs in ``store`` and draw its figures."""
+
+
+REGISTRY: dict[str, Domain] = {}
+"""The domains loaded so far by name (a test may add one here)."""
+
+
+def _declared() -> dict[str, Any]:
+    declared = {ep.name: ep for ep in entry_points(group=GROUP)}
+    if not declared:
+        raise FrdError(f"no frd domain is installed (entry points {GROUP}); reinstall frd: pip install -e .")
+    return declared
+
+
+def get_domain(name: str) -> Domain:
+    """The domain called ``name``, loading only its own modules."""
+    if name not in REGISTRY:
+        declared = _declared()
+        if name not in declared:
+            raise FrdError(f"unknown domain {name!r}; installed: {', '.join(declared)}")
+        REGISTRY[name] = declared[name].load()
+    return REGISTRY[name]
+
+
+def domains() -> dict[str, Domain]:
+    """Every installed domain by name, in the order declared, then any added to ``REGISTRY``."""
+    installed = {name: get_domain(name) for name in _declared()}
+    return {**installed, **REGISTRY}
