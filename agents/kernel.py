@@ -41,7 +41,7 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
-from frd.agents.jit import JIT, compiled
+from frd.jit import JIT, compiled
 
 
 class Dims(NamedTuple):

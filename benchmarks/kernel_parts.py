@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from frd.agents import kernel
-from frd.agents.jit import JIT, compiled
+from frd.jit import JIT, compiled
 from frd.rl.config import RLConfig
 from frd.rl.runner import RLBatch
 

@@ -23,7 +23,7 @@ from numba.extending import intrinsic
 
 from benchmarks.common import Clock
 from frd.agents import kernel
-from frd.agents.jit import JIT, compiled
+from frd.jit import JIT, compiled
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from frd.agents.jit import compiled
 from frd.classification.norm_block import KERNEL
+from frd.jit import compiled
 
 DENSE_MAP = 4
 """Largest H·W whose 3×3 convolution runs as one matrix product: on a 2×2 map every tap of every

@@ -22,13 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from frd.agents.jit import JIT, compiled
 from frd.classification.dense_conv import DENSE_MAP, dense_matrix
 from frd.classification.dp import DPConfig, clip_and_noise
 from frd.classification.first_block import FEW_CHANNELS, first_block
 from frd.classification.models import ConvNet
 from frd.classification.norm_block import channels_last, norm_relu_pool
 from frd.errors import FrdError
+from frd.jit import JIT, compiled
 from frd.payload import FLOAT_BITS, Payload, index_bits
 
 Init = Literal["noise", "real"]

@@ -21,7 +21,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from frd.agents.jit import compiled
 from frd.classification.norm_block import (
     KERNEL,
     channels_last,
@@ -33,6 +32,7 @@ from frd.classification.norm_block import (
     slabs,
     without_group_axis,
 )
+from frd.jit import compiled
 
 NO_INPUT_GRADIENT = np.empty((0, 0, 0), np.float32)
 """What ``images_backward`` takes for the input gradient it is not asked for."""

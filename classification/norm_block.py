@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from numba.core.compiler import Compiler
 
-from frd.agents.jit import JIT, compiled
+from frd.jit import JIT, compiled
 
 
 class _DistinctArrays(Compiler):

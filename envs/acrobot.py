@@ -16,8 +16,8 @@ import numpy as np
 from gymnasium.utils import seeding
 from numpy import cos, pi, sin
 
-from frd.agents.jit import compiled
 from frd.envs.step import LaneStep
+from frd.jit import compiled
 
 ACROBOT = "Acrobot-v1"
 RESET_LOW, RESET_HIGH = -0.1, 0.1  # AcrobotEnv.reset's default bounds

@@ -16,10 +16,10 @@ from typing import Any, NamedTuple, Sequence
 import gymnasium as gym
 import numpy as np
 
-from frd.agents.jit import compiled
 from frd.envs.acrobot import ACROBOT, AcrobotLanes
 from frd.envs.step import Lanes, LaneStep
 from frd.errors import FrdError
+from frd.jit import compiled
 
 CARTPOLE = "CartPole-v1"
 RESET_BLOCK = 256  # episode starts a CartPole lane draws from its generator at once

@@ -3,10 +3,10 @@ import subprocess
 import sys
 import textwrap
 
-from frd.agents.jit import reached_sources
+from frd.jit import reached_sources
 
 CALLEE = """
-from frd.agents.jit import compiled
+from frd.jit import compiled
 
 
 @compiled()
@@ -16,7 +16,7 @@ def value():
 CALLER = """
 import numba
 
-from frd.agents.jit import compiled
+from frd.jit import compiled
 from stamped.callee import value
 
 

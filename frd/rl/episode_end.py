@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from frd.agents.jit import compiled
+from frd.jit import compiled
 from frd.rl.config import RLConfig
 
 GOES_ON, COMPLETED, CAPPED, AT_BARRIER = 0, 1, 2, 3

@@ -25,8 +25,8 @@ from typing import NamedTuple
 import numpy as np
 
 from frd.agents import kernel
-from frd.agents.jit import compiled
 from frd.envs.lanes import _cartpole_step
+from frd.jit import compiled
 from frd.rl.episode_end import DROPPED, GOES_ON, end_episode
 
 
