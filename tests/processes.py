@@ -16,7 +16,7 @@ ENDED_S = 10.0
 """How long the processes below a killed frd may take to end."""
 
 
-def frd(args: list[str], log: Path) -> subprocess.Popen:
+def start_frd(args: list[str], log: Path) -> subprocess.Popen:
     """``frd *args`` in a session of its own (as from another terminal), output to ``log``."""
     return subprocess.Popen([FRD, *args], stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)

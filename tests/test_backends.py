@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from frd.backends import MISSING_RAY, Backend, RaySession, group_runs, import_ra
 from frd.cli import main
 from frd.errors import FrdError
 from frd.rl.config import RLConfig
-from tests.processes import frd, kill_9, left_after, running, wait_for
+from tests.processes import kill_9, left_after, running, start_frd, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ["compute_s"]  # a share of a batch's compute: differs with the batch; comm_s does not
@@ -140,29 +141,33 @@ def test_a_ray_started_here_is_killed_like_a_local_run_and_resumes_locally(tmp_p
     _assert_same_tables(tmp_path / "local", tmp_path / "ray")
 
 
-def test_a_worker_killed_mid_task_has_its_runs_redone_with_the_same_tables(tmp_path, monkeypatch):
-    """One group of six runs on a Ray started here; once the driver has saved the first, the worker
-    still running the group is killed (stopped first, so that it is surely mid-task). Ray runs the
-    group again: every run saved once, the tables of a local run."""
-    from frd.results import ResultStore
-
+def test_a_worker_killed_mid_task_has_its_runs_redone_with_the_same_tables(tmp_path):
+    """One group of six runs on a Ray started here; the worker running it is killed mid-task
+    (stopped first, and killed only if it is still in the task). Ray runs the group again: every
+    run saved once, the tables of a local run."""
     sweep = ["compare", "--methods", "frd,pd", "--seeds", "3", *TINY, "--max-episodes", "30"]
     assert main([*sweep, "--out", str(tmp_path / "local")]) == 0
-    real_save, killed = ResultStore.save_run, []
+    killed: list[int] = []
+    done = threading.Event()
 
-    def save_then_kill_the_worker(self, tables):
-        real_save(self, tables)
-        for pid in [] if killed else running(os.getpid(), "ray::_rl_group"):
-            os.kill(pid, signal.SIGSTOP)
-            if running(os.getpid(), "ray::_rl_group") == [pid]:  # stopped while still in the task
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            else:
-                os.kill(pid, signal.SIGCONT)
+    def kill_the_first_worker_in_the_task():
+        while not killed and not done.wait(0.05):
+            for pid in running(os.getpid(), "ray::_rl_group"):
+                os.kill(pid, signal.SIGSTOP)
+                if pid in running(os.getpid(), "ray::_rl_group"):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                else:
+                    os.kill(pid, signal.SIGCONT)
 
-    monkeypatch.setattr(ResultStore, "save_run", save_then_kill_the_worker)
-    assert main([*sweep, "--backend", "ray", "--cpus", "1", "--groups", "1", "--out", str(tmp_path / "ray")]) == 0
-    assert len(killed) == 1, "the worker had finished its group before the first run was saved"
+    killer = threading.Thread(target=kill_the_first_worker_in_the_task)
+    killer.start()
+    try:
+        assert main([*sweep, "--backend", "ray", "--cpus", "1", "--groups", "1", "--out", str(tmp_path / "ray")]) == 0
+    finally:
+        done.set()
+        killer.join()
+    assert len(killed) == 1
     _assert_same_tables(tmp_path / "local", tmp_path / "ray")
     assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 6
 
@@ -172,7 +177,7 @@ def test_a_ray_started_here_ends_when_frd_is_killed_9(tmp_path):
     (Ray's and frd's reaper) ends, and Ray's temp dir is removed."""
     before = set(Path("/tmp").glob("frdray*"))
     log = tmp_path / "frd.log"
-    sweep = frd(["rl", "--method", "frd", "--seeds", "1", *TINY, "--max-episodes", "1000000", "--backend", "ray",
+    sweep = start_frd(["rl", "--method", "frd", "--seeds", "1", *TINY, "--max-episodes", "1000000", "--backend", "ray",
                  "--cpus", "1", "--out", str(tmp_path / "out")], log)
     wait_for(lambda: running(sweep.pid, "ray::_rl_group"), sweep, log, "a Ray worker running the group")
     assert set(Path("/tmp").glob("frdray*")) != before

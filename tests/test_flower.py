@@ -22,7 +22,7 @@ import pytest
 import frd.flower
 from frd.cli import main
 from frd.flower.launch import LOOPBACK, free_port, start, start_deployment, stop
-from tests.processes import frd, kill_9, kill_all, left_after, wait_for
+from tests.processes import kill_9, kill_all, left_after, start_frd, wait_for
 from tests.test_remote import RTOL
 
 TABLES = ("runs", "rounds", "ledger")
@@ -122,7 +122,7 @@ def test_a_lost_participant_ends_the_run_in_one_line_and_the_rerun_runs_only_wha
 
     def started(args: list[str], name: str, says: str):
         log = logs / f"{name}.log"
-        process = frd(["flower", *args], log)
+        process = start_frd(["flower", *args], log)
         commands.append(process)
         return process, log, says
 
