@@ -82,7 +82,7 @@ def reap(noted: set[Identity]) -> None:
     """SIGTERM to ``noted`` and to every process in a session one of them leads; SIGKILL to what
     is left after ``GRACE_S``."""
     table = processes()
-    sessions = {pid for pid, _ in noted if pid in table and table[pid][1] == pid}
+    sessions = {pid for pid, start in noted if pid in table and table[pid][1:3] == (pid, start)}  # leaders, not a reused PID
     targets = alive(noted) | {(pid, stat[2]) for pid, stat in table.items() if stat[1] in sessions and pid != os.getpid()}
     _signal(targets, signal.SIGTERM)
     deadline = time.monotonic() + GRACE_S
