@@ -11,6 +11,11 @@ started on one backend resumes on the other.
 
 Engine settings are set here, not left to the environment: no usage statistics, a capped object
 store, a short temp dir (Unix socket paths must stay short) and, on one machine, loopback only.
+
+A Ray started here (``--address local``) ends with frd however frd ends: a reaper (``frd.reaper``)
+ends Ray's processes and removes its temp dir if frd is killed (``kill -9`` left Ray's agents
+running before). A worker that dies mid-task has its group run again by Ray (``TASK_RETRIES``);
+the driver saves each run once, as it arrives, so the tables are those of a run without the fault.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -27,6 +33,7 @@ import warnings
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from frd import reaper
 from frd.errors import FrdError
 from frd.remote import Link
 from frd.results import PROVENANCE_TABLE, machine_provenance
@@ -35,6 +42,9 @@ BACKENDS = ("local", "ray")
 OBJECT_STORE_BYTES = 256 * 1024 ** 2
 """Object store of a Ray started here: tables and a dataset fit; Ray's default is 30 % of RAM in /dev/shm."""
 MISSING_RAY = "--backend ray needs Ray: pip install 'frd[ray]'"
+TASK_RETRIES = 3
+"""Times Ray runs a group again whose worker died (Ray's default for tasks, made explicit: a
+group's runs are deterministic, so a rerun streams the same tables)."""
 
 Tables = dict  # {"runs": DataFrame, ...}: one finished run
 
@@ -101,7 +111,8 @@ class Backend:
         with RaySession(self) as session:
             groups = group_runs(list(range(len(items))), session.groups(threads, len(items)))
             on_status(f"ray: {len(groups)} groups on {session.cpus:g} CPUs")
-            task = session.ray.remote(_group).options(num_returns="streaming", num_cpus=threads)
+            task = session.ray.remote(_group).options(num_returns="streaming", num_cpus=threads,
+                                                     max_retries=TASK_RETRIES)
             shared_ref = session.ray.put(shared)
             gens = [task.remote(runs, shared_ref, [items[i] for i in group]) for group in groups]
             for g, (i, tables) in session.stream(gens):
@@ -166,6 +177,7 @@ class RaySession:
         self.connected = False  # this process called ray.init: shut down (disconnect) after
         self.started = False    # …and that started Ray here: the shutdown stops it too
         self.temp_dir: str | None = None
+        self.reaper: subprocess.Popen | None = None
 
     def __enter__(self) -> "RaySession":
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -181,6 +193,7 @@ class RaySession:
             options: dict[str, Any] = dict(logging_level=logging.WARNING, log_to_driver=True)
             if address == "local":
                 self.temp_dir = tempfile.mkdtemp(prefix="frdray", dir="/tmp")
+                self.reaper = reaper.start(remove=(self.temp_dir,))
                 options.update(address="local", num_cpus=self.backend.cpus or os.cpu_count() or 1,
                                object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
                                _temp_dir=self.temp_dir, _node_ip_address="127.0.0.1")
@@ -244,6 +257,8 @@ class RaySession:
                     break
                 time.sleep(0.2)
             self.temp_dir = None
+        reaper.stop(self.reaper)
+        self.reaper = None
 
 
 def _group(runs: Runs, shared: Any, items: list[Any]) -> Iterator[tuple[int, Tables]]:

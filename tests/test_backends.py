@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from frd.domains import REGISTRY
 from frd.errors import FrdError
 from frd.results import ResultStore
 from frd.rl.config import RLConfig
+from tests.processes import kill_9, left_after, running, start_frd, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ["compute_s"]  # a share of a batch's compute: differs with the batch; comm_s does not
@@ -138,6 +140,51 @@ def test_a_ray_started_here_is_killed_like_a_local_run_and_resumes_locally(tmp_p
     monkeypatch.setattr(ResultStore, "save_run", real_save)
     assert main([*rl, "--out", str(tmp_path / "ray")]) == 0
     _assert_same_tables(tmp_path / "local", tmp_path / "ray")
+
+
+def test_a_worker_killed_mid_task_has_its_runs_redone_with_the_same_tables(tmp_path):
+    """One group of six runs on a Ray started here; the worker running it is killed mid-task
+    (stopped first, and killed only if it is still in the task). Ray runs the group again: every
+    run saved once, the tables of a local run."""
+    sweep = ["compare", "--methods", "frd,pd", "--seeds", "3", *TINY, "--max-episodes", "30"]
+    assert main([*sweep, "--out", str(tmp_path / "local")]) == 0
+    killed: list[int] = []
+    done = threading.Event()
+
+    def kill_the_first_worker_in_the_task():
+        while not killed and not done.wait(0.05):
+            for pid in running(os.getpid(), "ray::_group"):
+                os.kill(pid, signal.SIGSTOP)
+                if pid in running(os.getpid(), "ray::_group"):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                else:
+                    os.kill(pid, signal.SIGCONT)
+
+    killer = threading.Thread(target=kill_the_first_worker_in_the_task)
+    killer.start()
+    try:
+        assert main([*sweep, "--backend", "ray", "--cpus", "1", "--groups", "1", "--out", str(tmp_path / "ray")]) == 0
+    finally:
+        done.set()
+        killer.join()
+    assert len(killed) == 1
+    _assert_same_tables(tmp_path / "local", tmp_path / "ray")
+    assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 6
+
+
+def test_a_ray_started_here_ends_when_frd_is_killed_9(tmp_path):
+    """``kill -9`` of an ``frd rl --backend ray`` whose group is running: every process below it
+    (Ray's and frd's reaper) ends, and Ray's temp dir is removed."""
+    before = set(Path("/tmp").glob("frdray*"))
+    log = tmp_path / "frd.log"
+    sweep = start_frd(["rl", "--method", "frd", "--seeds", "1", *TINY, "--max-episodes", "1000000", "--backend", "ray",
+                 "--cpus", "1", "--out", str(tmp_path / "out")], log)
+    wait_for(lambda: running(sweep.pid, "ray::_group"), sweep, log, "a Ray worker running the group")
+    assert set(Path("/tmp").glob("frdray*")) != before
+    below = kill_9(sweep)
+    assert not left_after(below)
+    assert set(Path("/tmp").glob("frdray*")) == before
 
 
 # -- a real multi-process cluster: ray start --head, frd as its driver ---------------------------

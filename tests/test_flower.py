@@ -21,7 +21,8 @@ import pytest
 
 import frd.flower
 from frd.cli import main
-from frd.flower.launch import start, start_deployment, stop
+from frd.flower.launch import LOOPBACK, free_port, start, start_deployment, stop
+from tests.processes import kill_9, kill_all, left_after, start_frd, wait_for
 from tests.test_remote import RTOL
 
 TABLES = ("runs", "rounds", "ledger")
@@ -107,6 +108,59 @@ def test_flower_sim_of_mix2fld_gives_the_in_process_tables(tmp_path):
     assert main(["flower", "sim", *flags, "--out", str(tmp_path / "flower"), "--no-progress"]) == 0
     assert_as_in_process(tmp_path, tmp_path / "flower", flags)
     assert pd.read_csv(tmp_path / "flower" / "runs.csv")["seed_shortfall"].iloc[0] > 0
+
+
+def test_a_lost_participant_ends_the_run_in_one_line_and_the_rerun_runs_only_what_is_missing(tmp_path):
+    """A deployment started as a user starts it: ``frd flower link`` and two ``frd flower node``,
+    each a command of its own. Once the first of two seeds is saved, participant 1's ``frd flower
+    node`` is killed with ``kill -9``: nothing it started lives on (its SuperNode leaves the
+    SuperLink as it goes), and the run ends with one line naming the participant and the seed
+    missing; the seed saved stays. With the node back, the same command runs that seed alone. Then
+    ``kill -9`` of the link and both nodes leaves nothing of theirs running."""
+    superlink, logs, out = f"{LOOPBACK}:{free_port()}", tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+
+    def started(args: list[str], name: str, says: str):
+        log = logs / f"{name}.log"
+        process = start_frd(["flower", *args], log)
+        commands.append(process)
+        return process, log, says
+
+    def node(k: int, name: str):
+        return started(["node", "--superlink", superlink, "--participant", str(k), "--participants", "2"], name,
+                       f"participant {k} of 2 connected")
+
+    def ready(process, log, says):
+        wait_for(lambda: says in log.read_text(), process, log, says)
+        return process
+
+    commands: list = []
+    run = ["run", "--superlink", superlink, "--method", "fd", "--dataset", "digits", "--devices", "2", "--rounds", "2",
+           "--iterations", "3", "--seeds", "2", "--out", str(out), "--no-progress"]
+    try:
+        link, *nodes = [ready(*p) for p in (started(["link", "--port", superlink.rpartition(":")[2]], "link",
+                                                    "SuperLink on"), node(0, "node0"), node(1, "node1"))]
+        submitted, log, _ = started(run, "run", "")
+        seed0 = out / "parts" / "runs" / "fd-seed0.csv"
+        wait_for(seed0.exists, submitted, log, "seed 0 saved")
+        below = kill_9(nodes[1])
+        assert submitted.wait(timeout=180) == 2
+        assert not left_after(below)
+        said = log.read_text()
+        assert said.count("\n") == 1 and "Traceback" not in said, said
+        assert "ended without fd-seed1" in said and "participant 1 (Flower node" in said, said
+        kept = {p: p.stat().st_mtime_ns for p in (out / "parts").glob("*/fd-seed0.csv")}
+        assert {p.name for p in (out / "parts" / "runs").glob("*.csv")} == {"fd-seed0.csv"} and len(kept) > 1
+
+        nodes[1] = ready(*node(1, "node1-again"))
+        assert main(["flower", *run]) == 0
+        assert {p: p.stat().st_mtime_ns for p in kept} == kept  # seed 0 was not run again
+        assert list(pd.read_csv(out / "runs.csv")["seed"]) == [0, 1]
+
+        below = set().union(*(kill_9(p) for p in (link, *nodes)))
+        assert not left_after(below)
+    finally:
+        kill_all(*commands)
 
 
 def test_stop_ends_processes_together_and_kills_one_that_ignores_sigterm(tmp_path):

@@ -35,13 +35,18 @@ RECORD = "frd"
 
 def _reply_error(message: Message, what: str) -> None:
     if message.has_error():
-        raise FrdError(f"{what} failed on its node: {message.error.reason}")
+        raise FrdError(f"{what} failed: {message.error.reason}")
 
 
 class FlowerLink:
     """The ``frd.remote.Link`` over a Flower grid: participant k is the node whose config says
     ``partition-id=k``. Every reply says which participant sent it, so the first request (the same
-    for everyone: work and upload) also maps participants to nodes, without a message of its own."""
+    for everyone: work and upload) also maps participants to nodes, without a message of its own.
+
+    A node that is gone comes back as an error reply from the SuperLink (Flower's, naming no
+    node), so a failure is told by the message it answers: the run ends with one line naming the
+    participant. The SuperLink knows at once when a SuperNode stops (it leaves), and after two
+    missed heartbeats when its machine or network dies (Flower 1.42: about 30 s apart, so 33 to 60 s)."""
 
     def __init__(self, grid: Grid, participants: int) -> None:
         self.grid, self.participants = grid, participants
@@ -56,6 +61,11 @@ class FlowerLink:
             time.sleep(0.2)
         return nodes
 
+    def _who(self, node: int) -> str:
+        """``node`` as the participant it serves, once known."""
+        participant = next((p for p, n in self.nodes.items() if n == node), None)
+        return f"Flower node {node}" if participant is None else f"participant {participant} (Flower node {node})"
+
     def send(self, requests: Mapping[int, Request]) -> dict[int, tuple[Reply, float]]:
         if self.nodes:
             targets = {self.nodes[p]: r for p, r in requests.items()}
@@ -65,12 +75,13 @@ class FlowerLink:
             targets = {node: first for node in self._connected()}
         messages = [Message(RecordDict({RECORD: _request_record(r)}), node, "train") for node, r in targets.items()]
         started = time.perf_counter()
-        waiting = set(self.grid.push_messages(messages))
+        sent = dict(zip(self.grid.push_messages(messages), targets))
+        waiting = set(sent)
         out: dict[int, tuple[Reply, float]] = {}
         while waiting:
             for message in self.grid.pull_messages(list(waiting)):
                 waiting.discard(message.metadata.reply_to_message_id)
-                _reply_error(message, f"node {message.metadata.src_node_id}")
+                _reply_error(message, self._who(sent[message.metadata.reply_to_message_id]))
                 participant, reply = _reply(message.content[RECORD], self.participants)
                 self.nodes.setdefault(participant, message.metadata.src_node_id)
                 out[participant] = (reply, time.perf_counter() - started)

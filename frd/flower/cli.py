@@ -2,6 +2,8 @@
 per participant: a classification device, or an RL agent.
 
 ``sim`` starts its own simulation SuperLink on a free loopback port, runs the app and stops it.
+``sim``, ``link`` and ``node`` each run a reaper (``frd.reaper``): killed in any way, they leave
+no process behind, Flower's simulation and its Ray included.
 A deployment is ``link`` on one machine, ``node`` once per participant (anywhere that reaches
 the link: a SuperNode and frd's warm ClientApp runner, ``frd.flower.warm``), and ``run`` to
 submit an experiment; the tables are written by the ServerApp, on the link's machine, into
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from frd import reaper
 from frd.domains import Domain, domains, get_domain
 from frd.errors import FrdError
 from frd.flower import require_flwr
@@ -115,13 +118,17 @@ def run_sim(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="frd-flwr-") as tmp:
         home, port = Path(tmp), free_port()
         write_home(home, f"{LOOPBACK}:{port}")
-        link = start(superlink_command(LOOPBACK, port, simulation=True), home, log)
+        guard = reaper.start()
         try:
-            wait_listening(link, port, log)
-            flwr_run(write_app(home / "app", spec(domain, config, str(out))), home, log,
-                     supernodes=domain.participants(config))
+            link = start(superlink_command(LOOPBACK, port, simulation=True), home, log)
+            try:
+                wait_listening(link, port, log)
+                flwr_run(write_app(home / "app", spec(domain, config, str(out))), home, log,
+                         supernodes=domain.participants(config))
+            finally:
+                stop(link)
         finally:
-            stop(link)
+            reaper.stop(guard)
     _report(domain, config, out, log)
     return 0
 
@@ -143,11 +150,14 @@ def run_deployed(args: argparse.Namespace) -> int:
 
 def _serve(launch: Callable[[Path, Path, list[subprocess.Popen]], None], what: str) -> int:
     """Start Flower's processes (``launch`` appends each to the list), then wait until one exits or
-    this command is stopped; either way stop them all by PID."""
+    this command is stopped; either way stop them all by PID. Killed (``kill -9``), the kernel sends
+    each SIGTERM (``frd.flower.launch``) and a reaper sends SIGKILL to any still there 3 s later: a
+    SuperLink waits on open connections (a ``flwr run --stream``) before it exits."""
     with tempfile.TemporaryDirectory(prefix="frd-flwr-") as tmp:
         home = Path(tmp)
         log = home / "flower.log"
         processes: list[subprocess.Popen] = []
+        guard = reaper.start()
         try:
             launch(home, log, processes)
             print(what, flush=True)
@@ -155,6 +165,7 @@ def _serve(launch: Callable[[Path, Path, list[subprocess.Popen]], None], what: s
                 time.sleep(0.5)
         finally:
             stop(*processes)
+            reaper.stop(guard)
         exited = next(p for p in processes if p.returncode is not None)
         raise FrdError(f"{Path(str(exited.args[0])).name} exited ({exited.returncode}): {tail(log)}")  # type: ignore[index]
 

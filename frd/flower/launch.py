@@ -5,9 +5,21 @@ Every Flower process gets telemetry and update checks off, a private ``FLWR_HOME
 remote service), app dependencies never installed at run time, and this checkout first on
 ``PYTHONPATH`` so its children import the same frd. Each process leads its own process group and
 is stopped through its PID.
+
+No orphans, however frd ends (``kill -9`` included): on Linux every process started here asks the
+kernel for SIGTERM when its parent, the frd process, dies (``PR_SET_PDEATHSIG``, set between fork
+and exec; the kernel sends it when the *thread* that started the process ends, so start them from
+one that lives as long as they should). SIGTERM rather than SIGKILL so that a SuperNode still
+leaves its SuperLink (the run then learns at once that the participant is gone, not after the
+missed heartbeats). What SIGTERM does not end in time (a SuperLink waits for open connections)
+and what these processes start in sessions of their own (a simulation and its Ray) are left to
+the reaper each command runs (``frd.reaper``): SIGKILL after its grace. A warm runner also
+watches its SuperNode or SuperLink (``frd.flower.warm``). [our choice] Elsewhere than Linux only
+the runner's watch remains.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -109,12 +121,31 @@ def warm_command(app: str, port: int, parent_pid: int) -> list[str]:
             "--parent-pid", str(parent_pid)]
 
 
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal this process gets when the thread that started it ends."""
+
+
+def _end_with_parent() -> Callable[[], None] | None:
+    """A function for Popen's ``preexec_fn`` (it runs in the child between fork and exec) that
+    makes the child receive SIGTERM when this process dies; None where prctl is not available."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the child only calls it
+    parent = os.getpid()
+
+    def in_child() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the request: nobody will send it
+            os._exit(1)
+    return in_child
+
+
 def start(command: Sequence[str], home: Path, log: Path) -> subprocess.Popen:
-    """``command`` in its own process group, output to ``log``."""
+    """``command`` in its own process group, output to ``log``, ended when this process ends."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         return subprocess.Popen(list(command), env=flower_env(home), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_end_with_parent())
 
 
 def _kill_group(process: subprocess.Popen, sig: signal.Signals) -> None:

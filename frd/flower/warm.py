@@ -13,6 +13,11 @@ start, so frd is imported once per node or SuperLink rather than once per messag
 A participant's state still travels in ``context.state``, pulled with each task and pushed back
 with its output, exactly as with a process per message. Only frd's own app is served (the
 components of every frd run's app are the installed frd).
+
+A runner serves one task at a time, so no task may wait forever: a message's content that does not
+come within ``PULL_S`` fails that task and the runner goes on. (Flower 1.42's SuperNode leaves the
+task of a message it drops because its run has ended, as when a participant was lost; with
+Flower's own limit of two hours, the surviving node served nothing more, and a rerun hung.)
 """
 from __future__ import annotations
 
@@ -24,25 +29,33 @@ from queue import Empty, Queue
 from typing import Callable
 
 import httpx
-from flwr.app import Message, RecordDict
+from flwr.app import Context, Message, RecordDict
 from flwr.app.error import Error
 from flwr.cli.install import install_from_fab
 from flwr.common.config import get_fused_config_from_dir, get_project_dir
 from flwr.common.constant import ErrorCode, SubStatus
 from flwr.common.serde import context_from_proto, context_to_proto, fab_from_proto, run_from_proto
-from flwr.proto.runtime_pb2 import AcquireTaskRequest, PullTaskInputRequest, PushTaskOutputRequest
+from flwr.proto.node_pb2 import Node
+from flwr.proto.runtime_pb2 import AcquireTaskRequest, PullAppMessagesRequest, PullTaskInputRequest, PushTaskOutputRequest
 from flwr.server.run_serverapp import run as run_server_app
 from flwr.supercore import log
 from flwr.supercore.app_utils import start_parent_process_monitor
 from flwr.supercore.constant import TaskType
+from flwr.supercore.fab import Fab
 from flwr.supercore.heartbeat import HeartbeatSender, make_task_heartbeat_fn_http
+from flwr.supercore.inflatable.inflatable_protobuf_utils import (
+    make_confirm_message_received_fn_protobuf,
+    make_pull_object_fn_protobuf,
+)
+from flwr.supercore.inflatable.inflatable_utils import pull_and_inflate_object_from_tree
 from flwr.supercore.interceptors import RuntimeTokenHttpInterceptor, RuntimeVersionHttpInterceptor
 from flwr.supercore.logger import flush_logs, mirror_output_to_queue, start_log_uploader, stop_log_uploader
 from flwr.supercore.retry import make_simple_http_retry_invoker
+from flwr.supercore.run import Run
 from flwr.supercore.runtime import RuntimeHttpClient
 from flwr.supercore.task_identity import TaskIdentity
 from flwr.superlink.grid import HttpGrid
-from flwr.supernode.runtime.run_clientapp import pull_task_input, push_message, push_task_output
+from flwr.supernode.runtime.run_clientapp import push_message, push_task_output
 
 from frd.flower.apps import client as frd_client
 from frd.flower.apps import server as frd_server
@@ -52,6 +65,9 @@ FRD_APP = "frd/frd-app"
 """The FAB id of every app frd writes (publisher/name in ``launch.APP_TOML``)."""
 POLL_S = 0.1
 """Interval between asks for a task (Flower's SuperExec asks every FLWR_SUPEREXEC_TASK_POLL_INTERVAL)."""
+PULL_S = 20.0
+"""Longest wait for a message's content: the SuperNode pulls it from the SuperLink as it hands out
+the task, which takes well under a second for frd's messages on loopback. [our choice]"""
 
 
 def _runtime_client(address: str, component: str, token: str | None = None) -> RuntimeHttpClient:
@@ -61,6 +77,25 @@ def _runtime_client(address: str, component: str, token: str | None = None) -> R
     return RuntimeHttpClient.from_server_address(server_address=address, insecure=True, root_certificates=None,
                                                  interceptors=interceptors,
                                                  retry_invoker=make_simple_http_retry_invoker())
+
+
+def pull_task_input(client: RuntimeHttpClient) -> tuple[Message, Context, Run, Fab]:
+    """The task's message, context, run and app, as ``flwr.supernode.runtime.run_clientapp``
+    pulls them, but waiting at most ``PULL_S`` for the message's content."""
+    task = client.PullTaskInput(PullTaskInputRequest())
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = (task.task_id, task.run.run_id,
+                                                                       task.context.node_id)
+    context, run, fab = context_from_proto(task.context), run_from_proto(task.run), fab_from_proto(task.fab)
+    pulled = client.PullMessages(PullAppMessagesRequest())
+    if not pulled.messages_list:
+        raise RuntimeError("No messages received from Runtime API")
+    node, tree = Node(node_id=context.node_id), pulled.message_object_trees[0]
+    message = pull_and_inflate_object_from_tree(
+        tree, make_pull_object_fn_protobuf(client.PullObject, node, context.run_id),
+        make_confirm_message_received_fn_protobuf(client.ConfirmMessageReceived, node, context.run_id),
+        return_type=Message, max_time=PULL_S)
+    message.metadata.__dict__["_message_id"] = tree.object_id  # as Flower: the content does not carry its own id
+    return message, context, run, fab
 
 
 def run_task(address: str, token: str) -> None:
