@@ -25,8 +25,11 @@ from pathlib import Path
 
 POLL_S = 0.2
 """How often the reaper notes the descendants and looks for its parent."""
-GRACE_S = 3.0
-"""How long a process has after SIGTERM (a SuperNode leaving its SuperLink) before SIGKILL."""
+GRACE_S = 6.0
+"""How long a process has after SIGTERM (a SuperNode leaving its SuperLink) before SIGKILL: a little
+more than Flower's own force exit (``FORCE_EXIT_TIMEOUT_SECONDS``, 5 s), so that a SuperNode that can
+still deactivate itself does. One killed at 3 s mid-run left the SuperLink to notice it by its missing
+heartbeats (45 s)."""
 
 Identity = tuple[int, int]
 """(pid, start time in clock ticks): a PID that the kernel has since given to another process differs."""
