@@ -20,12 +20,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/frd compare --methods frd,pd,frl,independent --agents 2 --seeds 4 --out results/demo
 
-# pytest: one worker more than cores, since the Flower and Ray tests mostly wait on their processes
-# (2 cores: 194 s with 3 workers against 228 s with 2).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n $$(( $$(nproc) + 1 )) --durations=10
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=10
 
 clean:
 	rm -rf $(VENV) results
