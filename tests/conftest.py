@@ -34,20 +34,20 @@ def no_dataset_files_outside_the_tests(monkeypatch, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def mnist_root(tmp_path_factory) -> Path:
-    """A folder laid out as the data-path default expects beside a checkout,
-    ``<root>/shared/data/mnist``, holding a tiny MNIST (``mnist_files.tiny_mnist``)."""
-    root = tmp_path_factory.mktemp("mnist-root")
-    tiny_mnist(root / "shared" / "data" / "mnist")
-    return root
+def mnist_cache(tmp_path_factory) -> Path:
+    """A per-user dataset cache made for the tests, holding a tiny MNIST in ``mnist/``
+    (``mnist_files.tiny_mnist``: the real IDX format, written here)."""
+    cache = tmp_path_factory.mktemp("dataset-cache")
+    tiny_mnist(cache / "mnist")
+    return cache
 
 
 @pytest.fixture
-def mnist_dir(mnist_root, monkeypatch) -> Path:
-    """The tiny MNIST's folder, which is also the data-path default during the test (as if the
-    checkout stood in ``mnist_root``)."""
-    monkeypatch.setattr(data_module, "REPO_ROOT", mnist_root / "repo")
-    return mnist_root / "shared" / "data" / "mnist"
+def mnist_dir(mnist_cache, monkeypatch) -> Path:
+    """The tiny MNIST's folder, which is also the data-path default during the test: the cache
+    ``default_data_dir`` falls back to when no dataset folder stands beside the checkout."""
+    monkeypatch.setattr(data_module, "USER_CACHE", mnist_cache)
+    return mnist_cache / "mnist"
 
 
 @pytest.fixture(scope="session")
