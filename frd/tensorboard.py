@@ -140,7 +140,7 @@ def _series(tables: Mapping[str, pd.DataFrame], common: Mapping[str, Any]) -> li
 
 def _mission_average(scores: pd.Series, window: int) -> pd.Series:
     """After each episode, the mean of the latest ``window`` scores (fewer before the window fills),
-    as the mission rule reads it (``frd.rl.mission.MissionWindow.mean``: the same sum in the same
+    as the mission rule reads it (``frd.rl.episode_end.recent_mean``: the same sum in the same
     order, so the same floats; written here so that the core imports no domain)."""
     values = [float(score) for score in scores]
     latest = [values[max(0, i + 1 - window):i + 1] for i in range(len(values))]

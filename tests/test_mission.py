@@ -1,5 +1,5 @@
-"""The mission rule [Seo et al. 2022, §4]: mean of the latest 10 episodes first reaching 490."""
-from frd.rl.mission import MissionWindow, first_completion, mission_episode
+"""The mission rule's reference reading [Seo et al. 2022, §4]: mean of the latest 10 episodes first reaching 490."""
+from mission_reference import MissionWindow, first_completion, mission_episode
 
 
 def test_fewer_than_window_episodes_never_complete():

@@ -158,7 +158,7 @@ def test_agents_of_a_run_share_initial_weights_runs_do_not():
 
 
 def test_saved_episodes_reproduce_the_mission_time_in_runs_csv():
-    from frd.rl.mission import first_completion
+    from mission_reference import first_completion
 
     tables = _collect(RLConfig(target=30, **{**TINY, "max_episodes": 40}), "frd", [0, 1, 2])
     assert tables["runs"]["completed"].any()
@@ -172,7 +172,7 @@ def test_saved_episodes_reproduce_the_mission_time_in_runs_csv():
 
 
 def test_until_all_runs_every_agent_to_its_own_completion():
-    from frd.rl.mission import mission_episode
+    from mission_reference import mission_episode
 
     config = RLConfig(target=25, until="all", **{**TINY, "agents": 3, "max_episodes": 60})
     tables = _collect(config, "independent", [0, 1])
