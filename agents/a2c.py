@@ -354,6 +354,10 @@ class A2CPopulation:
         self.critic.load_lane_state(row, state)
         self._invalidate()
 
+    def networks(self, row: int) -> tuple[torch.nn.Sequential, torch.nn.Sequential]:
+        """``row``'s actor and critic as standalone torch modules (``StackedMLP.lane_module``)."""
+        return self.actor.lane_module(row), self.critic.lane_module(row)
+
     def keep(self, rows: Sequence[int]) -> None:
         """Keep only ``rows`` (in that order); call between updates."""
         self.learn()

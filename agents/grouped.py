@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+import torch
 
 from frd.agents.a2c import A2CConfig, A2CPopulation
 
@@ -113,6 +114,10 @@ class GroupedPopulation:
     def load_critic_state(self, row: int, state: dict[str, np.ndarray]) -> None:
         group, local = self._at(row)
         group.load_critic_state(local, state)
+
+    def networks(self, row: int) -> tuple[torch.nn.Sequential, torch.nn.Sequential]:
+        group, local = self._at(row)
+        return group.networks(local)
 
     def keep(self, rows: Sequence[int]) -> None:
         """Keep only ``rows`` (in that order), each group its own of them (a group left with none

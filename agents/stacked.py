@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import torch
+from torch import nn
 
 # A width-1 output layer's bias view ([L, 1, 1], row stride N) is not "dense", so autograd warns
 # that its gradient view is not contiguous; it still accumulates in place (tested), only slower.
@@ -21,6 +22,17 @@ warnings.filterwarnings("ignore", message="grad and param do not obey the gradie
 
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
 NUMPY_ACTIVATIONS = {"tanh": lambda x: np.tanh(x, out=x), "relu": lambda x: np.maximum(x, 0, out=x)}
+MODULE_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def sequential(sizes: Sequence[int], activation: str) -> nn.Sequential:
+    """One lane's network as a plain torch module: ``nn.Linear`` layers ``sizes[0] → … → sizes[-1]``
+    with ``activation`` between them, its weights left uninitialised (a saved agent loads into it;
+    no draw from torch's global generator)."""
+    layers: list[nn.Module] = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.utils.skip_init(nn.Linear, fan_in, fan_out), MODULE_ACTIVATIONS[activation]()]
+    return nn.Sequential(*layers[:-1])
 
 
 class StackedMLP:
@@ -107,6 +119,18 @@ class StackedMLP:
     def lane_state(self, lane: int) -> dict[str, torch.Tensor]:
         return {f"layer{i}.{kind}": p[lane].detach().clone()
                 for i, pair in enumerate(zip(self.weights, self.biases)) for kind, p in zip(("weight", "bias"), pair)}
+
+    def lane_module(self, lane: int) -> nn.Sequential:
+        """Lane ``lane``'s network as a standalone ``sequential`` module: its weights copied,
+        transposed to ``nn.Linear``'s [out, in] (exact: a copy changes no bit)."""
+        sizes = [fan_in for (fan_in, _), _ in self.shapes] + [self.shapes[-1][0][1]]
+        module = sequential(sizes, self.activation_name)
+        linears = [layer for layer in module if isinstance(layer, nn.Linear)]
+        with torch.no_grad():
+            for linear, w, b in zip(linears, self.weights, self.biases):
+                linear.weight.copy_(w[lane].T)
+                linear.bias.copy_(b[lane, 0])
+        return module
 
     def load_lane_state(self, lane: int, state: Mapping[str, torch.Tensor | np.ndarray]) -> None:
         with torch.no_grad():

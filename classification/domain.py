@@ -4,10 +4,12 @@ from __future__ import annotations
 import argparse
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
 
 from frd.backends import Executor
-from frd.classification import cli
+from frd.classification import cli, saved
 from frd.classification.config import ClsConfig
 from frd.classification.data import Dataset, load_dataset
 from frd.classification.experiment import run_experiment
@@ -18,6 +20,7 @@ from frd.classification.runs import ClsRuns
 from frd.domains import Domain
 from frd.remote import Reply, Request
 from frd.results import ResultStore, run_id
+from frd.saved import EvalRequest, SavedModels
 
 OUT = "results/flower/<method>-<dataset>-<partition>"
 """``frd flower``'s default results folder of a classification experiment."""
@@ -70,6 +73,9 @@ class ClsDomain(ClsRuns):
 
     def report(self, config: ClsConfig, store: ResultStore) -> None:
         cli.report(config, store)
+
+    def evaluate(self, models: Sequence[SavedModels], request: EvalRequest) -> tuple[pd.DataFrame, str]:
+        return saved.evaluate(models, request)
 
 
 DOMAIN: Domain = ClsDomain()

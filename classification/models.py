@@ -91,9 +91,14 @@ DEFAULT_MODEL = {"digits": "mlp", "mnist": "cnn", "cifar10": "cnn"}
 """What ``--model auto`` picks per dataset."""
 
 
+def model_name(name: str, dataset: str) -> str:
+    """The architecture ``name`` means on ``dataset`` (``auto`` picks per dataset)."""
+    return DEFAULT_MODEL[dataset] if name == "auto" else name
+
+
 def build_model(name: str, dataset: str, shape: tuple[int, int, int], classes: int, width: int | None = None) -> nn.Module:
     """A fresh model; ``auto`` picks per dataset and ``width=None`` keeps the model's default."""
-    name = DEFAULT_MODEL[dataset] if name == "auto" else name
+    name = model_name(name, dataset)
     return MODELS[name](shape, classes) if width is None else MODELS[name](shape, classes, width)
 
 

@@ -76,6 +76,11 @@ class RemoteMethod(Method):
     def models_to_evaluate(self) -> dict[int, nn.Module]:
         return self.inner.models_to_evaluate()
 
+    def saved_models(self) -> dict[str, nn.Module]:
+        """The method's, but of the devices only the one whose weights the server holds: the reference device."""
+        kept = ("global", f"device{self.ctx.config.reference_device}")
+        return {name: model for name, model in self.inner.saved_models().items() if name in kept}
+
     def run_summary(self) -> dict[str, float]:
         return self.inner.run_summary()
 

@@ -13,9 +13,11 @@ from frd.classification.context import RunContext
 from frd.classification.data import Dataset
 from frd.classification.methods import GLOBAL, Method, get_method
 from frd.classification.models import count_parameters
+from frd.classification.saved import run_models_file
 from frd.classification.training import evaluate
 from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
+from frd.results import MODELS
 from frd.seeding import Stream, derive_seed
 
 ROUND_COLUMNS = ["run_id", "seed", "round", "phase", "device", "iteration", "accuracy", "loss", "compute_s",
@@ -49,9 +51,10 @@ def build_run(config: ClsConfig, seed: int, data: Dataset) -> tuple[RunContext, 
 
 
 def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[], object] = lambda: None,
-             wrap: Callable[[Method], Method] = lambda method: method) -> dict[str, pd.DataFrame]:
-    """One seed of ``config``: the runs, rounds and ledger tables of that run. ``wrap`` may put
-    the method's devices elsewhere (``frd.classification.remote.RemoteMethod``)."""
+             wrap: Callable[[Method], Method] = lambda method: method) -> dict:
+    """One seed of ``config``: the runs, rounds and ledger tables of that run, and its saved models
+    (``frd.results.MODELS``). ``wrap`` may put the method's devices elsewhere
+    (``frd.classification.remote.RemoteMethod``)."""
     ctx, method = build_run(config, seed, data)
     method = wrap(method)
     config = ctx.config
@@ -93,4 +96,4 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[],
         accuracy=final.get(config.reference_device, np.nan), global_accuracy=final.get(GLOBAL, np.nan),
         local_accuracy=after_local.get(config.reference_device, np.nan),
         **ledger.totals(ctx.run_id), compute_s=compute_total, comm_s=comm_total, **method.run_summary())])
-    return {"runs": runs, "rounds": rounds, "ledger": ledger.frame()}
+    return {"runs": runs, "rounds": rounds, "ledger": ledger.frame(), MODELS: run_models_file(ctx, method.saved_models())}

@@ -1,5 +1,5 @@
 """The ``frd`` command. Each installed domain (``frd.domains``) adds its own subcommands, then
-``frd flower`` and ``frd export`` are added; errors print as one line."""
+``frd flower``, ``frd export`` and ``frd eval`` are added; errors print as one line."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +10,7 @@ from typing import Callable, NoReturn, Sequence
 from frd.domains import domains
 from frd.errors import FrdError
 from frd.flower import cli as flower_cli
+from frd.saved import register as register_eval
 from frd.tensorboard import register as register_export
 
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         domain.register(sub)
     flower_cli.register(sub)
     register_export(sub)
+    register_eval(sub)
     return parser
 
 

@@ -11,12 +11,17 @@ from __future__ import annotations
 import argparse
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 from frd.backends import Executor, Runs
 from frd.errors import FrdError
 from frd.remote import Reply, Request
 from frd.results import ResultStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from frd.saved import EvalRequest, SavedModels
 
 GROUP = "frd.domains"
 """The entry-point group a domain is declared under: ``name = "package.module:OBJECT"``."""
@@ -25,7 +30,7 @@ GROUP = "frd.domains"
 class Domain(Runs, Protocol):
     """One domain: its runs (``Runs``: a group of runs in one process, one run over a link), its
     command-line (its own commands, and the flags of one experiment over Flower), a participant's
-    side of a remote run, and the report of a finished experiment."""
+    side of a remote run, the report of a finished experiment and the scores of its saved models."""
 
     name: str
     """The registry key; also what a Flower run's spec names."""
@@ -61,6 +66,10 @@ class Domain(Runs, Protocol):
 
     def report(self, config: Any, store: ResultStore) -> None:
         """Print the summary of ``config``'s runs in ``store`` and draw its figures."""
+
+    def evaluate(self, saved: Sequence[SavedModels], request: EvalRequest) -> tuple[pd.DataFrame, str]:
+        """``frd eval``: the scores of its saved models (``eval.csv``'s rows) and the table to print
+        (optional: a domain without it saves no models)."""
 
 
 REGISTRY: dict[str, Domain] = {}

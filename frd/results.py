@@ -1,8 +1,9 @@
 """Results that survive interruption: tidy CSV tables plus the resolved config, seed and versions.
 
-When a run finishes, each of its tables is written as a part file ``parts/<table>/<run_id>.csv``
-(temporary file, then rename), its ``runs`` part next to last, and last its manifest
-``parts/manifest/<run_id>.json``: each part's rows and the sha256 of its bytes. A run counts as
+When a run finishes, its saved models (``models/<run_id>.pt``, where the domain keeps them) and
+each of its tables as a part file ``parts/<table>/<run_id>.csv`` are written (temporary file, then
+rename), its ``runs`` part next to last, and last its manifest ``parts/manifest/<run_id>.json``:
+each part's rows and the sha256 of its bytes, and of the models' file. A run counts as
 finished only while its parts match its manifest: one missing, truncated or altered (a crash
 during a copy, a sync tool) is named on stderr in one line and the run is done again, and
 ``consolidate`` gathers only verified parts into ``<table>.csv``. Re-running the same command
@@ -36,7 +37,11 @@ from frd.errors import FrdError
 RUNS_TABLE = "runs"
 PROVENANCE_TABLE = "provenance"
 MANIFEST = "manifest"
-"""``parts/manifest/<run_id>.json``: per table of a finished run, its rows and its part's sha256."""
+"""``parts/manifest/<run_id>.json``: per table of a finished run, its rows and its part's sha256;
+per file beside the parts (its saved models), its sha256."""
+MODELS = "models"
+"""The entry of a run's tables that holds its final weights: the bytes of one file (``frd.saved``),
+written as ``models/<run_id>.pt`` with the run's parts and checked against its manifest like them."""
 SHOWN_DIFFERENCES = 3
 """Differing settings a refused folder names before "…" [our choice: one readable line]."""
 _PACKAGES = ("frd", "torch", "numba", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn")
@@ -215,6 +220,14 @@ class ResultStore:
         atomic_write_text(config_path, json.dumps(
             {"config": _jsonable(config), "resume_key": key, "command": sys.argv}, indent=2, default=str))
 
+    @classmethod
+    def reading(cls, out_dir: str | Path) -> ResultStore:
+        """The folder ``out_dir`` as it stands, to read its finished runs (``frd eval``): no
+        config is checked or written."""
+        store = cls.__new__(cls)
+        store.out, store._noticed = Path(out_dir), set()
+        return store
+
     def _saved_key(self, path: Path) -> dict[str, Any] | None:
         """The resume key ``config.json`` holds, if there is one; a damaged or foreign one is refused."""
         if not path.exists():
@@ -247,6 +260,10 @@ class ResultStore:
     def _manifest(self, rid: str) -> Path:
         return self._parts(MANIFEST) / f"{rid}.json"
 
+    def models(self, rid: str) -> Path:
+        """Where run ``rid``'s saved models are (:data:`MODELS`)."""
+        return self.out / MODELS / f"{rid}.pt"
+
     def _table_names(self) -> list[str]:
         return sorted(p.name for p in (self.out / "parts").glob("*") if p.is_dir() and p.name != MANIFEST)
 
@@ -254,11 +271,12 @@ class ResultStore:
         """The runs whose parts are verified (:meth:`verified`)."""
         return set(self.verified())
 
-    def verified(self) -> dict[str, list[str]]:
-        """Each finished run whose parts match its manifest, with its tables. A run whose
-        manifest or parts are missing, truncated or altered is named on stderr (one line, once)
-        and left out, to be run again. A run finished before manifests existed is checked as far
-        as its parts show (:func:`_well_formed`) and then given its manifest."""
+    def verified(self, left_out: str = "is run again") -> dict[str, list[str]]:
+        """Each finished run whose parts (and files) match its manifest, with its tables. A run whose
+        manifest or parts are missing, truncated or altered is named on stderr (one line, once:
+        ``frd: <run> <left_out>: <what is wrong>``) and left out, to be run again. A run finished
+        before manifests existed is checked as far as its parts show (:func:`_well_formed`) and
+        then given its manifest."""
         ids = {p.stem for p in self._parts(RUNS_TABLE).glob("*.csv")} | {p.stem for p in self._parts(MANIFEST).glob("*.json")}
         runs = {}
         for rid in sorted(ids):
@@ -267,24 +285,25 @@ class ResultStore:
                 runs[rid] = tables
             elif rid not in self._noticed:
                 self._noticed.add(rid)
-                print(f"frd: {rid} is run again: {problem}", file=sys.stderr)
+                print(f"frd: {rid} {left_out}: {problem}", file=sys.stderr)
         return runs
 
     def _check(self, rid: str) -> tuple[list[str], str | None]:
         """The tables of ``rid``'s manifest, and what is wrong with its parts (None: nothing)."""
         manifest = self._manifest(rid)
         try:
-            tables = json.loads(manifest.read_text())["tables"]
-            recorded = {str(name): str(entry["sha256"]) for name, entry in tables.items()}
+            saved = json.loads(manifest.read_text())
+            recorded = {str(name): str(entry["sha256"]) for name, entry in saved["tables"].items()}
+            files = {str(name): str(entry["sha256"]) for name, entry in saved.get("files", {}).items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return [], f"{manifest.relative_to(self.out)} is damaged"
         if RUNS_TABLE not in recorded:
             return [], f"{manifest.relative_to(self.out)} is damaged"
-        for name, digest in recorded.items():
-            part = self._parts(name) / f"{rid}.csv"
-            where = part.relative_to(self.out)
+        paths = {self._parts(name) / f"{rid}.csv": digest for name, digest in recorded.items()}
+        for path, digest in {**paths, **{self.out / name: digest for name, digest in files.items()}}.items():
+            where = path.relative_to(self.out)
             try:
-                if _sha256(part) != digest:
+                if _sha256(path) != digest:
                     return [], f"{where} is truncated or altered (its sha256 differs from its manifest's)"
             except FileNotFoundError:
                 return [], f"{where} is missing"
@@ -310,16 +329,22 @@ class ResultStore:
         self._write_manifest(rid, rows)
         return tables, None
 
-    def _write_manifest(self, rid: str, rows: Mapping[str, int]) -> None:
+    def _write_manifest(self, rid: str, rows: Mapping[str, int], files: tuple[Path, ...] = ()) -> None:
         entries = {name: {"rows": count, "sha256": _sha256(self._parts(name) / f"{rid}.csv")} for name, count in rows.items()}
-        atomic_write_text(self._manifest(rid), json.dumps({"run_id": rid, "tables": entries}, indent=1))
+        manifest: dict[str, Any] = {"run_id": rid, "tables": entries}
+        if files:
+            manifest["files"] = {str(path.relative_to(self.out)): {"sha256": _sha256(path)} for path in files}
+        atomic_write_text(self._manifest(rid), json.dumps(manifest, indent=1))
 
-    def save_run(self, tables: Mapping[str, pd.DataFrame]) -> None:
+    def save_run(self, tables: Mapping[str, Any]) -> None:
         """Write one finished run's tables; ``runs`` (one row, with ``run_id``) must be among them.
-        ``provenance`` comes with them when the run computed elsewhere (else it is this machine's).
-        A run saved before (then found damaged) first stops counting as finished."""
+        ``provenance`` comes with them when the run computed elsewhere (else it is this machine's),
+        its saved models (bytes) when it has any (:data:`MODELS`). A run saved before (then found
+        damaged) first stops counting as finished."""
         if RUNS_TABLE not in tables:
             raise ValueError("a finished run needs its runs row")
+        models: bytes | None = tables.get(MODELS)
+        tables = {name: frame for name, frame in tables.items() if name != MODELS}
         rid = str(tables[RUNS_TABLE]["run_id"].iloc[0])
         where = tables[PROVENANCE_TABLE] if PROVENANCE_TABLE in tables else machine_provenance()
         row = {"run_id": rid, **where.iloc[0].to_dict(), "command": " ".join(sys.argv)}
@@ -330,9 +355,13 @@ class ResultStore:
         except OSError as exc:
             raise FrdError(f"cannot replace the parts of {rid} in {self.out}: {exc.strerror}; "
                            "fix the folder or choose another --out") from None
+        files: tuple[Path, ...] = ()
+        if models is not None:
+            data, files = models, (self.models(rid),)
+            atomic_write(files[0], lambda tmp: tmp.write_bytes(data))
         for name in [t for t in tables if t != RUNS_TABLE] + [RUNS_TABLE]:
             atomic_write_csv(tables[name], self._parts(name) / f"{rid}.csv")
-        self._write_manifest(rid, {name: len(frame) for name, frame in tables.items()})
+        self._write_manifest(rid, {name: len(frame) for name, frame in tables.items()}, files)
 
     def consolidate(self) -> None:
         """Gather every verified run's parts into ``<table>.csv`` (ordered by run id); a table no

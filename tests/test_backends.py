@@ -49,8 +49,11 @@ def _tables(folder: Path) -> dict[str, pd.DataFrame]:
 
 
 def _assert_same_tables(a: Path, b: Path) -> None:
+    """The same tables (but timings) and the same saved models, bit for bit."""
     for name, frame in _tables(a).items():
         pd.testing.assert_frame_equal(frame, _tables(b)[name], obj=name)
+    models = {p.name: p.read_bytes() for p in (a / "models").glob("*.pt")}
+    assert models and models == {p.name: p.read_bytes() for p in (b / "models").glob("*.pt")}
 
 
 # -- no Ray needed ------------------------------------------------------------------------------

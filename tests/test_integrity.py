@@ -68,7 +68,8 @@ PART = "parts/episodes/independent-seed0.csv"
 CHANGED = "is truncated or altered (its sha256 differs from its manifest's)"
 DAMAGES = {"truncated": (PART, _truncate, CHANGED), "altered": (PART, _alter, CHANGED),
            "missing": (PART, Path.unlink, "is missing"),
-           "manifest": ("parts/manifest/independent-seed0.json", _truncate, "is damaged")}
+           "manifest": ("parts/manifest/independent-seed0.json", _truncate, "is damaged"),
+           "models": ("models/independent-seed0.pt", _truncate, CHANGED)}
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
@@ -76,11 +77,13 @@ def test_a_damaged_rl_part_is_named_and_its_run_redone_to_the_same_tables(damage
     args = [*RL, "--seeds", "3"]
     assert _run(args, tmp_path, capsys) == (0, [])
     episodes, runs = (tmp_path / "episodes.csv").read_bytes(), _table(tmp_path, "runs")
+    models = (tmp_path / "models" / "independent-seed0.pt").read_bytes()
     where, damage_file, notice = DAMAGES[damage]
     damage_file(tmp_path / where)
     code, err = _run(args, tmp_path, capsys)
     assert code == 0 and err == [f"frd: independent-seed0 is run again: {where} {notice}"]
     assert (tmp_path / "episodes.csv").read_bytes() == episodes  # 721 rows of ints in the issue, not 643 of floats
+    assert (tmp_path / "models" / "independent-seed0.pt").read_bytes() == models
     pd.testing.assert_frame_equal(_table(tmp_path, "runs"), runs)
     assert _run(args, tmp_path, capsys) == (0, []), "verified again: nothing left to redo"
 
@@ -180,18 +183,18 @@ def test_the_refusal_to_mix_experiments_names_what_differs(tmp_path):
 
 # ---- a full disk at every write site ----
 
-WRITE_SITES = ("checkpoint.pkl", "episodes.csv", "ledger.csv", "mission.png", "parts/episodes", "parts/ledger",
-               "parts/manifest", "parts/provenance", "parts/rounds", "parts/runs", "payload.png", "provenance.csv",
-               "rounds.csv", "runs.csv", "summary.csv")
+WRITE_SITES = ("checkpoint.pkl", "episodes.csv", "ledger.csv", "mission.png", "models", "parts/episodes",
+               "parts/ledger", "parts/manifest", "parts/provenance", "parts/rounds", "parts/runs", "payload.png",
+               "provenance.csv", "rounds.csv", "runs.csv", "summary.csv")
 """Where ``frd rl`` writes when it adds a run to a folder (``config.json`` is written on a new one)."""
 GROWN = ["rl", "--method", "frd", "--agents", "2", "--max-episodes", "8", "--period", "2", "--hidden", "8",
          "--no-progress"]
 
 
 def _site(path: Path, out: Path) -> str:
-    """The write site of a temporary file: its folder under ``parts``, or its name."""
+    """The write site of a temporary file: its folder under ``parts``, ``models``, or its name."""
     relative = path.relative_to(out)
-    return str(relative.parent) if relative.parts[0] == "parts" else relative.name.removesuffix(".tmp")
+    return str(relative.parent) if relative.parts[0] in ("parts", "models") else relative.name.removesuffix(".tmp")
 
 
 class FullDisk:

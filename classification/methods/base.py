@@ -102,6 +102,14 @@ class Method(ABC):
         """Extra columns of the run's row in runs.csv (e.g. a privacy budget); default none."""
         return {}
 
+    def saved_models(self) -> dict[str, nn.Module]:
+        """What a run saves at its end (``frd.saved``): the server's model, ``global``, where the
+        method keeps one (the devices then hold its last broadcast), else every device's, ``device<d>``."""
+        server = self.global_model()
+        if server is not None:
+            return {"global": server}
+        return {f"device{d}": self.ctx.devices.module(d) for d in self.ctx.local}
+
     def models_to_evaluate(self) -> dict[int, nn.Module]:
         """Models evaluated after each round, by device id (``GLOBAL`` for the server's):
         the reference device's and, where one exists, the global model."""

@@ -3,19 +3,22 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
 
 from frd.agents.spec import AgentSpec
 from frd.backends import Executor
 from frd.domains import Domain
 from frd.remote import Reply, Request
 from frd.results import ResultStore, run_id
-from frd.rl import cli
+from frd.rl import cli, saved
 from frd.rl.config import COMMON_FIELDS, RLConfig
 from frd.rl.experiment import report, run_experiment
 from frd.rl.methods import RL_METHODS, get_method
 from frd.rl.remote import agent_reply, check_remote
 from frd.rl.runs import RLRuns
+from frd.saved import EvalRequest, SavedModels
 
 
 def _tuples(value: Any) -> Any:
@@ -65,6 +68,9 @@ class RLDomain(RLRuns):
 
     def report(self, config: RLConfig, store: ResultStore) -> None:
         cli.print_summary(report(store, config), str(store.out))
+
+    def evaluate(self, models: Sequence[SavedModels], request: EvalRequest) -> tuple[pd.DataFrame, str]:
+        return saved.evaluate(models, request)
 
 
 DOMAIN: Domain = RLDomain()

@@ -98,6 +98,8 @@ class AgentReplay(RLBatch):
     (``given``: each round's input and the download, if one arrived) up to its next event: it
     pauses at the barrier of the round the server waits for, with that round's upload."""
 
+    saves_models = False  # a remote run's tables are the server's, which holds no weights
+
     def __init__(self, config: RLConfig, method: str, seed: int, agent: int,
                  given: Sequence[tuple[RoundInput, Payload | None]]) -> None:
         super().__init__(config, [(method, seed)], agents=[agent])

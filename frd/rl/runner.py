@@ -1,6 +1,7 @@
 """The RL round loop: every lane of every run stepped in lockstep (CartPole with one learner:
 whole update periods per call, ``frd.rl.fused``), rounds at the barrier, each run retired at
-its mission or its episode cap and saved at once."""
+its mission or its episode cap and handed out, with its agents' final weights, at the next safe
+point."""
 from __future__ import annotations
 
 import time
@@ -17,12 +18,13 @@ from frd.channel import make_channel
 from frd.envs.lanes import RESET_BLOCK, CartPoleLanes, make_lanes
 from frd.exchange import run_round
 from frd.ledger import Ledger
-from frd.results import run_id
+from frd.results import MODELS, run_id
 from frd.rl import episode_end, fused
 from frd.rl.checkpoint import BatchCheckpoint
 from frd.rl.config import RLConfig
 from frd.rl.memory import ExperienceMemory
 from frd.rl.methods import RoundContext, Strategy, get_method
+from frd.rl.saved import agents_file
 from frd.seeding import Stream, derive_seed
 
 ROUND_COLUMNS = ["round", "agent", "entries", "steps", "loss_before", "loss_after"]
@@ -56,6 +58,9 @@ class RLBatch:
     Each run has its own strategy object, built once, which owns the run's state across rounds.
     ``agents`` holds only some of each run's agents (a remote participant holds its own one).
     """
+
+    saves_models = True
+    """Whether a finished run's tables carry its agents' weights (``frd.results.MODELS``)."""
 
     def __init__(self, config: RLConfig, runs: Sequence[tuple[str, int]], agents: Sequence[int] | None = None) -> None:
         self.config = config
@@ -96,7 +101,8 @@ class RLBatch:
         self.live_runs = len(self.runs)
         self.at_barrier: set[int] = set()  # runs whose barrier may have just completed
         self.stale_rows = False            # a run finished since the last compaction
-        self.done: list[dict[str, pd.DataFrame]] = []  # tables of runs finished, not yet handed out
+        self.done: list[dict] = []         # tables of runs finished, not yet handed out
+        self.finishing: list[tuple[RunState, dict]] = []  # finished runs and tables still without their weights
         self.clock = 0                     # steps of the batch so far (every lane's rollout slot follows it;
                                            # fused, each call adds its furthest run's)
         self.paused = False                # set by a subclass to leave ``run`` at the next safe point
@@ -144,13 +150,15 @@ class RLBatch:
                 checkpoint: Callable[[RLBatch], None] | None = None) -> Iterator[dict[str, pd.DataFrame]]:
         """``run`` from where the batch stands (a subclass paused it, see ``paused``; or it was
         unpickled); ``checkpoint`` is offered the batch at safe points, once its finished runs
-        were handed out."""
+        were handed out. Once the last run has finished, the lanes step idle to the next safe point
+        for its weights (as they would beside runs still going)."""
         self.paused = False
         tick = last_status = time.perf_counter()
-        while self.live_runs and not self.paused:
+        while (self.live_runs or self.finishing) and not self.paused:
             self.step()
             safe = self.pop.between_updates  # every group just updated: a safe point for rounds
             if safe:
+                self._take_models()
                 now = time.perf_counter()
                 self._charge_compute(now - tick)
                 self._after_updates()
@@ -336,11 +344,29 @@ class RLBatch:
         return True
 
     def _finish(self, run: RunState) -> None:
-        """The rule ended ``run``: its tables."""
+        """The rule ended ``run``: its tables, handed out with its weights (``_take_models``)."""
         run.finished = True
         self.live_runs -= 1
         self.stale_rows = True
-        self.done.append(run_tables(self.config, run, self.episode[run.lanes], self.env_steps[run.lanes]))
+        tables = run_tables(self.config, run, self.episode[run.lanes], self.env_steps[run.lanes])
+        if self.saves_models:
+            self.finishing.append((run, tables))
+        else:
+            self.done.append(tables)
+
+    def _take_models(self) -> None:
+        """At a safe point, the finished runs' tables with each agent's actor and critic. A run
+        ends mid-rollout, and its lanes still learn from the steps they took in it at the update
+        that closes it [our reading of "final": after that update]; so the weights are the same
+        whether a run's lanes step one step per call or a whole period (``fused``), and whether
+        other runs share the batch."""
+        if not self.finishing:
+            return
+        row_of = self._row_of()
+        for run, tables in self.finishing:
+            networks = {a: self.pop.networks(row_of[int(lane)]) for a, lane in zip(self.agent_ids, run.lanes)}
+            self.done.append({**tables, MODELS: agents_file(self.config, run.method, run.seed, networks)})
+        self.finishing = []
 
     def _compact(self) -> None:
         """Drop the population rows of finished runs once they are a quarter of the stack."""
