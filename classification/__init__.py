@@ -5,7 +5,7 @@ importing a module of this package (as Ray and Flower workers do) does not impor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -16,14 +16,16 @@ if TYPE_CHECKING:
 __all__ = ["run"]
 
 
-def run(config: ClsConfig, out: str | Path, *, progress: bool = False, backend: str | Backend = "local") -> pd.DataFrame:
-    """Run every seed of ``config`` not already finished in ``out``; return the numeric summary,
-    one row per (method, dataset, partition).
+def run(configs: ClsConfig | Sequence[ClsConfig], out: str | Path, *, progress: bool = False,
+        backend: str | Backend = "local") -> pd.DataFrame:
+    """Run every seed of ``configs`` (one config, or one per method to compare them on the same
+    seeds and partitions: ``frd.cls_configs``) not already finished in ``out``; return the numeric
+    summary, one row per method in their order.
 
-    Like ``frd cls``: tables (``runs``, ``rounds``, ``ledger``), ``summary.csv``, config and
-    ``accuracy.png`` go to ``out``, and calling again with the same config resumes (a different
-    config is refused with ``FrdError``). ``backend`` is ``"local"``, ``"ray"`` or a
-    ``frd.backends.Backend``. The columns are described in
+    Like ``frd cls``: tables (``runs``, ``rounds``, ``ledger``), ``summary.csv``,
+    ``accuracy_bits.csv``, config and figures go to ``out``, and calling again with the same configs
+    resumes (a different config is refused with ``FrdError``). ``backend`` is ``"local"``,
+    ``"ray"`` or a ``frd.backends.Backend``. The columns are described in
     ``frd.classification.report.cls_summary``: accuracies are fractions in [0, 1], medians over
     seeds; ``bits_*_per_device_round`` are one device's payload per round, ``bits_*_total`` all
     devices' over the run.
@@ -31,12 +33,12 @@ def run(config: ClsConfig, out: str | Path, *, progress: bool = False, backend: 
     Example::
 
         import frd
-        summary = frd.classification.run(frd.cls_config("fd", rounds=2, devices=3), out="results/api-cls")
-        print(summary[["method", "accuracy_final", "bits_up_total"]])
+        summary = frd.classification.run(frd.cls_configs("fl,fd", rounds=2, devices=3), out="results/api-cls")
+        print(summary[["method", "accuracy_final_median", "bits_up_total"]])
     """
     from frd.backends import Backend
     from frd.classification.experiment import run_experiment
     from frd.classification.report import summarize
 
     where = Backend(backend) if isinstance(backend, str) else backend
-    return summarize(config, run_experiment(config, out, progress=progress, backend=where))
+    return summarize(configs, run_experiment(configs, out, progress=progress, backend=where))

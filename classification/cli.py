@@ -1,19 +1,22 @@
-"""``frd cls``: FL and FD (and the methods added later) on digits, MNIST or CIFAR-10."""
+"""``frd cls``: FL and FD (and the methods added later) on digits, MNIST or CIFAR-10; several
+methods (``--method fl,fd,mix2fld``) run on the same seeds and partitions into one folder and table."""
 from __future__ import annotations
 
 import argparse
 from dataclasses import fields
 from pathlib import Path
+from typing import Sequence
 
 from frd.backends import add_backend_arguments, backend_from_args
 from frd.channel import CHANNELS, parse_channel_option
-from frd.classification.config import ClsConfig
+from frd.classification.config import ClsConfig, as_configs
 from frd.classification.data import DATASETS
 from frd.classification.experiment import run_experiment
-from frd.classification.methods import CLS_METHODS, cls_config
+from frd.classification.methods import CLS_METHODS, cls_configs
 from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS
 from frd.classification.report import cls_table, summarize
+from frd.errors import FrdError
 from frd.options import add_option_flags, given_options
 from frd.results import ResultStore
 from frd.tensorboard import add_tensorboard_flag
@@ -25,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("cls", help="classification: FL, FD, FLD/MixFLD/Mix2FLD, FedDM/FedDualMatch",
                               description=__doc__ + " Defaults are scaled down for a CPU; --paper uses the "
                               "Mix2FLD letter's values (MNIST, 10 × 500 samples, 16 rounds × 400 iterations).")
-    add_experiment_arguments(p, "results/cls/<method>-<dataset>-<partition>")
+    add_experiment_arguments(p, "results/cls/<method>[+<method>...]-<dataset>-<partition>")
     add_backend_arguments(p)
     add_tensorboard_flag(p)
     p.set_defaults(run=run)
@@ -34,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def add_experiment_arguments(p: argparse.ArgumentParser, out: str) -> None:
     """The flags of one classification experiment (``frd cls`` and ``frd flower sim/run``)."""
     d = DEFAULTS
-    p.add_argument("--method", choices=list(CLS_METHODS), help=f"exchange method (default {d.method})")
+    p.add_argument("--method", metavar="M[,M...]", help=f"exchange method, or several (frd cls) to compare on the "
+                   f"same seeds and partitions: {', '.join(CLS_METHODS)} (default {d.method})")
     p.add_argument("--dataset", choices=list(DATASETS), help=f"dataset (default {d.dataset}, needs no files)")
     p.add_argument("--data-dir", metavar="DIR", help="dataset files (default ../shared/data/<dataset> beside the repo "
                    "when it exists, else ~/.cache/frd/<dataset>)")
@@ -70,30 +74,42 @@ def add_experiment_arguments(p: argparse.ArgumentParser, out: str) -> None:
     add_option_flags(p, CLS_METHODS)
 
 
-def config_from_args(args: argparse.Namespace) -> ClsConfig:
-    """The CPU defaults (or, with --paper, the paper's values) overridden by every flag given
-    (common flags default to None and method flags are absent, meaning "not given")."""
+def configs_from_args(args: argparse.Namespace) -> tuple[ClsConfig, ...]:
+    """One config per method of ``--method``: the CPU defaults (or, with --paper, the paper's
+    values) overridden by every flag given (common flags default to None and method flags are
+    absent, meaning "not given")."""
     given = {f.name: getattr(args, f.name) for f in fields(ClsConfig)
              if f.name not in ("method", "options") and getattr(args, f.name, None) is not None}
     if "channel_options" in given:
         given["channel_options"] = dict(given["channel_options"])
-    return cls_config(args.method or ClsConfig.method, paper=args.paper, **given, **given_options(args))
+    return cls_configs(args.method or ClsConfig.method, paper=args.paper, **given, **given_options(args))
 
 
-def default_out(config: ClsConfig, folder: str = "cls") -> Path:
-    return Path(f"results/{folder}/{config.method}-{config.dataset}-{config.partition}")
+def config_from_args(args: argparse.Namespace) -> ClsConfig:
+    """``configs_from_args`` of one method (``frd flower`` runs one at a time)."""
+    configs = configs_from_args(args)
+    if len(configs) > 1:
+        raise FrdError("frd flower runs one classification method at a time; compare several with frd cls")
+    return configs[0]
+
+
+def default_out(configs: ClsConfig | Sequence[ClsConfig], folder: str = "cls") -> Path:
+    configs = as_configs(configs)
+    methods = "+".join(config.method for config in configs)
+    return Path(f"results/{folder}/{methods}-{configs[0].dataset}-{configs[0].partition}")
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
-    out = Path(args.out) if args.out else default_out(config)
-    report(config, run_experiment(config, out, progress=not args.no_progress, backend=backend_from_args(args),
-                                  tensorboard=args.tensorboard))
+    configs = configs_from_args(args)
+    out = Path(args.out) if args.out else default_out(configs)
+    report(configs, run_experiment(configs, out, progress=not args.no_progress, backend=backend_from_args(args),
+                                   tensorboard=args.tensorboard))
     return 0
 
 
-def report(config: ClsConfig, store: ResultStore) -> None:
-    """Print the summary of ``config``'s seeds in ``store`` (``frd.classification.report.summarize``,
-    which also writes ``summary.csv`` and ``accuracy.png``)."""
-    print(cls_table(summarize(config, store)).T.to_string(header=False))
-    print(f"tables, summary, config and accuracy.png in {store.out}")
+def report(configs: ClsConfig | Sequence[ClsConfig], store: ResultStore) -> None:
+    """Print the summary of the configs' seeds in ``store``, one column per method
+    (``frd.classification.report.summarize``, which also writes the CSVs and figures)."""
+    print(cls_table(summarize(configs, store)).T.to_string(header=False))
+    print(f"tables, summary.csv, accuracy_bits.csv, config and figures (accuracy_bits.png/.pdf, accuracy.png) "
+          f"in {store.out}")

@@ -1,8 +1,8 @@
 """The resolved configuration of a classification experiment (saved with every result)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Sequence
 
 from frd.channel import CHANNELS, check_channel
 from frd.classification.data import DATASETS
@@ -18,8 +18,11 @@ PAPER = {"dataset": "mnist", "devices": 10, "samples_per_device": 500, "rounds":
 local iterations, split [our choice] into 16 rounds × 400; η = 0.01; 10 devices × 500 MNIST samples.
 A method's own paper values (β, K_s, ε) are its options' ``PAPER``."""
 
-NOT_IN_RESUME_KEY = ("seeds", "threads", "data_dir", "download", "options")
-"""Fields that do not change a seed's results (the options enter the key as the method's part)."""
+NOT_IN_RESUME_KEY = ("method", "seeds", "threads", "data_dir", "download", "options")
+"""Fields that do not change a seed's results, or enter the key elsewhere: the method names its
+part of the key, which holds its options, so that one folder gathers several methods."""
+RETIRED = ("method",)
+"""Common fields of resume keys written before one folder could gather several methods."""
 
 
 @dataclass(frozen=True)
@@ -120,4 +123,37 @@ class ClsConfig:
         """Everything that changes a seed's results: the common fields (not the number of seeds,
         threads or where the data files are) and the method's resolved options."""
         common = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_IN_RESUME_KEY}
-        return ResumeKey(common, {self.method: options_key(self.options)})
+        return ResumeKey(common, {self.method: options_key(self.options)}, RETIRED)
+
+
+def as_configs(configs: ClsConfig | Sequence[ClsConfig]) -> tuple[ClsConfig, ...]:
+    """One config, or several (one per method: ``frd.classification.methods.cls_configs``), as a tuple."""
+    return (configs,) if isinstance(configs, ClsConfig) else tuple(configs)
+
+
+def shared_key(configs: Sequence[ClsConfig]) -> ResumeKey:
+    """The resume key of several methods run into one folder: their common fields, which must be
+    the same (the same data, partitions and budget, so the seeds compare), and each one's options."""
+    methods = [config.method for config in configs]
+    if not methods:
+        raise FrdError("give at least one classification method")
+    twice = sorted({m for m in methods if methods.count(m) > 1})
+    if twice:
+        raise FrdError(f"{', '.join(twice)} listed twice in {','.join(methods)}: each method runs once per seed")
+    keys = [config.resume_key() for config in configs]
+    for config, key in zip(configs[1:], keys[1:]):
+        changed = [name for name in key.common if key.common[name] != keys[0].common[name]]
+        if changed:
+            raise FrdError(f"{configs[0].method} and {config.method} differ in {', '.join(changed)}: the methods "
+                           "of one experiment share every setting but their own options")
+    return ResumeKey(keys[0].common, {m: o for key in keys for m, o in key.methods.items()}, RETIRED)
+
+
+def experiment_record(configs: Sequence[ClsConfig]) -> ClsConfig | dict[str, Any]:
+    """What ``config.json`` holds of the configs (through ``Executor.record``): one config itself;
+    several as RL's, the common fields with ``methods`` and each method's ``options``."""
+    if len(configs) == 1:
+        return configs[0]
+    common = {k: v for k, v in asdict(configs[0]).items() if k not in ("method", "options")}
+    return {"methods": [c.method for c in configs], **common,
+            "options": {c.method: options_key(c.options) for c in configs}}

@@ -5,7 +5,7 @@ method, and saves its tables, ``summary.csv`` and figures in ``out``)::
 
     import frd
     summary = frd.rl.run(frd.rl_config("frd,independent", agents=2, seeds=2, max_episodes=200), out="results/api-rl")
-    summary = frd.classification.run(frd.cls_config("fd", rounds=2, devices=3), out="results/api-cls")
+    summary = frd.classification.run(frd.cls_configs("fl,fd", rounds=2, devices=3), out="results/api-cls")
 
 Names are imported on first use (PEP 562), so ``import frd`` stays light: Ray and Flower
 workers import it without pulling in torch, numba or matplotlib.
@@ -24,16 +24,17 @@ _EXPORTS = {
     "rl_config": ("frd.rl.config", "rl_config"),
     "ClsConfig": ("frd.classification.config", "ClsConfig"),
     "cls_config": ("frd.classification.methods", "cls_config"),
+    "cls_configs": ("frd.classification.methods", "cls_configs"),
     "FrdError": ("frd.errors", "FrdError"),
 }
 """Public name → (module, attribute in it; None: the module itself)."""
 
-__all__ = ["ClsConfig", "FrdError", "RLConfig", "classification", "cls_config", "rl", "rl_config"]
+__all__ = ["ClsConfig", "FrdError", "RLConfig", "classification", "cls_config", "cls_configs", "rl", "rl_config"]
 
 if TYPE_CHECKING:
     from frd import classification, rl
     from frd.classification.config import ClsConfig
-    from frd.classification.methods import cls_config
+    from frd.classification.methods import cls_config, cls_configs
     from frd.errors import FrdError
     from frd.rl.config import RLConfig, rl_config
 

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -134,9 +134,13 @@ def atomic_write_csv(frame: pd.DataFrame, path: Path) -> None:
     atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
-def save_figure(figure: Any, path: Path) -> None:
-    """A matplotlib figure as ``path`` (its suffix the format), written like every table."""
-    atomic_write(path, lambda tmp: figure.savefig(tmp, dpi=120, format=path.suffix[1:]))
+def save_figure(figure: Any, path: Path, also: Sequence[str] = ()) -> None:
+    """A matplotlib figure as ``path`` (its suffix the format) and beside it in each format of
+    ``also`` (suffixes: ``(".pdf",)`` for papers), written together like every table."""
+    def writer(fmt: str) -> Callable[[Path], None]:
+        return lambda tmp: figure.savefig(tmp, dpi=120, format=fmt)
+
+    atomic_write_all({p: writer(p.suffix[1:]) for p in [path, *(path.with_suffix(s) for s in also)]})
 
 
 def _sha256(path: Path) -> str:
@@ -191,6 +195,9 @@ class ResumeKey:
 
     common: Mapping[str, Any]
     methods: Mapping[str, Mapping[str, Any]]
+    retired: tuple[str, ...] = ()
+    """Common fields a folder written before may hold that no longer enter the key (their value is
+    now a name in ``methods``): left out of the saved key when comparing, so that folder resumes."""
 
     def jsonable(self) -> dict[str, Any]:
         return json.loads(json.dumps({"common": dict(self.common), "methods": dict(self.methods)}, default=str))
@@ -207,6 +214,7 @@ class ResultStore:
         config_path = self.out / "config.json"
         old = self._saved_key(config_path)
         if old is not None:
+            old["common"] = {k: v for k, v in old["common"].items() if k not in resume_key.retired}
             changed = differences(old, key)
             if changed:
                 shown = ", ".join(changed[:SHOWN_DIFFERENCES]) + (", …" if len(changed) > SHOWN_DIFFERENCES else "")

@@ -19,10 +19,11 @@ RL_COLUMNS = ["method", "agents", "runs", "completed_frac", "mission_episodes_me
               "mission_episodes_iqm_lo", "mission_episodes_iqm_hi", "p_improvement", "p_improvement_lo",
               "p_improvement_hi", "slowest_agent_episodes", "median_agent_episodes", "env_steps", "rounds", "seconds",
               "comm_seconds", "bits_up_per_agent_round", "bits_down_per_agent_round", "bits_up_total", "bits_down_total"]
-CLS_COLUMNS = ["method", "dataset", "partition", "seeds", "parameters", "iterations", "accuracy_final",
-               "accuracy_final_q25", "accuracy_final_q75", "accuracy_best", "best_round", "accuracy_after_local",
-               "accuracy_global", "bits_up_per_device_round", "bits_down_per_device_round", "bits_up_total",
-               "bits_down_total", "compute_seconds", "comm_seconds"]
+CLS_COLUMNS = ["method", "dataset", "partition", "runs", "parameters", "iterations", "accuracy_final_median",
+               "accuracy_final_q25", "accuracy_final_q75", "accuracy_final_median_lo", "accuracy_final_median_hi",
+               "accuracy_final_iqm", "accuracy_final_iqm_lo", "accuracy_final_iqm_hi", "accuracy_best", "best_round",
+               "accuracy_after_local_median", "accuracy_global_median", "bits_up_per_device_round",
+               "bits_down_per_device_round", "bits_up_total", "bits_down_total", "compute_seconds", "comm_seconds"]
 
 
 def _numeric(summary: pd.DataFrame, text: list[str]) -> None:
@@ -35,7 +36,7 @@ def test_import_frd_is_light_and_lists_its_surface():
             "'frd.classification') if m in sys.modules]; print(heavy, dir(frd))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ("[] ['ClsConfig', 'FrdError', 'RLConfig', '__version__', 'classification', 'cls_config', "
-                           "'rl', 'rl_config']")
+                           "'cls_configs', 'rl', 'rl_config']")
     assert frd.rl_config is frd.rl.config.rl_config and frd.FrdError is frd.errors.FrdError
     assert frd.cls_config("fd").method == "fd" and isinstance(frd.cls_config("fd"), frd.ClsConfig)
     with pytest.raises(AttributeError, match="module 'frd' has no attribute 'report'"):
@@ -66,14 +67,17 @@ def test_rl_run_returns_the_numeric_summary_it_saves(tmp_path):
 
 
 def test_classification_run_returns_the_numeric_summary_it_saves(tmp_path):
-    summary = frd.classification.run(frd.cls_config("fd", rounds=2, iterations_per_round=2, devices=3, seeds=2),
-                                     out=tmp_path)
-    assert list(summary.columns) == CLS_COLUMNS and len(summary) == 1
+    configs = frd.cls_configs("fd,fl", rounds=2, iterations_per_round=2, devices=3, seeds=2)
+    assert [c.method for c in configs] == ["fd", "fl"] and configs[0].options.beta == 0.01
+    summary = frd.classification.run(configs, out=tmp_path)
+    assert list(summary.columns) == CLS_COLUMNS and list(summary["method"]) == ["fd", "fl"], "in the order asked for"
     _numeric(summary, ["method", "dataset", "partition"])
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "summary.csv"), summary, check_dtype=False)
     row = summary.iloc[0]
     assert row["bits_up_per_device_round"] == 3200 and row["bits_up_total"] == 2 * 3 * 3200  # 10 logits × 10 labels × 32 bits
-    assert np.isnan(row["accuracy_global"]) and 0 <= row["accuracy_final"] <= 1
+    assert np.isnan(row["accuracy_global_median"]) and 0 <= row["accuracy_final_median"] <= 1
+    assert row["accuracy_final_iqm_lo"] <= row["accuracy_final_iqm"] <= row["accuracy_final_iqm_hi"], "2 seeds: an interval"
+    assert summary.iloc[1]["accuracy_global_median"] >= 0, "FL has a global model"
 
 
 def test_rl_summary_by_hand():
@@ -104,7 +108,8 @@ def test_cls_summary_by_hand():
     ledger = pd.DataFrame({"run_id": "fl-seed0", "round": [0, 1, 1], "direction": ["down", "up", "down"],
                            "bits": [999, 320, 160]})
     row = cls_summary(runs, rounds, ledger).iloc[0]
-    assert row["accuracy_final"] == pytest.approx(0.7) and row["accuracy_after_local"] == pytest.approx(0.6)
+    assert row["accuracy_final_median"] == pytest.approx(0.7) and row["accuracy_after_local_median"] == pytest.approx(0.6)
+    assert row["accuracy_final_iqm"] == pytest.approx(0.7) and row["runs"] == 2  # 2 values: none is cut
     assert row["accuracy_best"] == pytest.approx(0.7) and row["best_round"] == 2
     assert row["bits_up_per_device_round"] == 320 and row["bits_down_per_device_round"] == 160, "round 0 left out"
-    assert row["compute_seconds"] == 2.0 and row["accuracy_global"] == pytest.approx(0.7)
+    assert row["compute_seconds"] == 2.0 and row["accuracy_global_median"] == pytest.approx(0.7)

@@ -39,7 +39,7 @@ TINY_CONFIG = dict(agents=2, hidden=8, max_episodes=6, period=2, target=1e9)
 def no_figures(monkeypatch):
     """These tests compare tables; the figures (tested elsewhere) would cost seconds per sweep."""
     for target in ("frd.rl.experiment.plot_mission", "frd.rl.experiment.plot_payload",
-                   "frd.classification.report.plot_accuracy"):
+                   "frd.classification.report.plot_accuracy", "frd.classification.report.plot_accuracy_bits"):
         monkeypatch.setattr(target, lambda *args, **kwargs: None)
 
 

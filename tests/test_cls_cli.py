@@ -31,7 +31,6 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--dataset", "imagenet"], "invalid choice: 'imagenet'"),
-    (["--method", "fedprox"], "invalid choice: 'fedprox'"),
     (["--alpha", "half"], "invalid float value"),
     (["--channel-opt", "p_up_dbm"], "expected NAME=VALUE"),
 ])

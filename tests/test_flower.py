@@ -185,6 +185,7 @@ def test_without_flwr_the_error_names_the_extra(monkeypatch, capsys, tmp_path):
     (["node", "--superlink", "127.0.0.1:1", "--participant", "2", "--participants", "2"], "--participant must lie in 0..1"),
     (["run", "--superlink", "127.0.0.1:99999"], "--superlink is HOST:PORT"),
     (["sim", "--method", "mixfrd", "--out", "never"], "mixfrd draws its uploads from the round's generator"),
+    (["sim", "--method", "fl,fd", "--out", "never"], "frd flower runs one classification method at a time"),
     (["sim", "--method", "frl", "--agents", "2", "--agent-spec", "h=8;h=16", "--out", "never"], "frl averages weights"),
 ])
 def test_bad_flower_flags_are_one_line(argv, match, capsys):

@@ -3,7 +3,7 @@ its options dataclass) plus one line below; its options become ``frd cls`` flags
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import Any, Sequence
 
 from frd.classification.config import PAPER, ClsConfig
 from frd.classification.methods.base import GLOBAL, Method
@@ -38,12 +38,22 @@ def cls_config(method: str = "fl", paper: bool = False, **values: Any) -> ClsCon
     """A ``ClsConfig`` from flat values: common fields by name, the rest the method's options (an
     option of another method is an error naming its methods). ``paper`` starts from the Mix2FLD
     letter's values, the method's own included."""
-    get_method(method)
+    return cls_configs((method,), paper, **values)[0]
+
+
+def cls_configs(methods: str | Sequence[str], paper: bool = False, **values: Any) -> tuple[ClsConfig, ...]:
+    """One ``ClsConfig`` per method, as ``cls_config`` builds it, to compare them on the same seeds
+    and partitions (``frd.classification.run`` takes them together). ``methods``: names, or one
+    comma-separated text (``"fl,fd,mix2fld"``, as ``frd cls --method`` takes them); each option goes
+    to every listed method that has it (one that none has is an error naming its methods)."""
+    names = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else list(methods)
+    for name in names:
+        get_method(name)
     common = {k: v for k, v in values.items() if k in COMMON_FIELDS}
     own = {k: v for k, v in values.items() if k not in COMMON_FIELDS}
     presets = {m: getattr(klass.Options, "PAPER", {}) for m, klass in CLS_METHODS.items()} if paper else None
-    options = build_options(CLS_METHODS, [method], own, presets)[method]
-    return ClsConfig(**{**(PAPER if paper else {}), **common, "method": method, "options": options})
+    options = build_options(CLS_METHODS, names, own, presets)
+    return tuple(ClsConfig(**{**(PAPER if paper else {}), **common, "method": m, "options": options[m]}) for m in names)
 
 
 def study_config(method: str, paper: bool = False, **values: Any) -> ClsConfig:
@@ -53,4 +63,4 @@ def study_config(method: str, paper: bool = False, **values: Any) -> ClsConfig:
     return cls_config(method, paper, **{k: v for k, v in values.items() if k in COMMON_FIELDS or k in own})
 
 
-__all__ = ["CLS_METHODS", "GLOBAL", "Method", "cls_config", "get_method", "study_config"]
+__all__ = ["CLS_METHODS", "GLOBAL", "Method", "cls_config", "cls_configs", "get_method", "study_config"]
