@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
-from pathlib import Path
 
 from frd.backends import add_backend_arguments, backend_from_args
 from frd.channel import CHANNELS, parse_channel_option
@@ -14,7 +13,7 @@ from frd.classification.methods import CLS_METHODS, cls_config
 from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS
 from frd.classification.report import cls_table, summarize
-from frd.options import add_option_flags, given_options
+from frd.options import add_option_flags, add_out_flag, field_docs, given_options
 from frd.results import ResultStore
 from frd.tensorboard import add_tensorboard_flag
 
@@ -25,15 +24,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("cls", help="classification: FL, FD, FLD/MixFLD/Mix2FLD, FedDM/FedDualMatch",
                               description=__doc__ + " Defaults are scaled down for a CPU; --paper uses the "
                               "Mix2FLD letter's values (MNIST, 10 × 500 samples, 16 rounds × 400 iterations).")
-    add_experiment_arguments(p, "results/cls/<method>-<dataset>-<partition>")
+    add_experiment_arguments(p)
     add_backend_arguments(p)
     add_tensorboard_flag(p)
     p.set_defaults(run=run)
 
 
-def add_experiment_arguments(p: argparse.ArgumentParser, out: str) -> None:
-    """The flags of one classification experiment (``frd cls`` and ``frd flower sim/run``)."""
-    d = DEFAULTS
+def add_experiment_arguments(p: argparse.ArgumentParser, where: str = "") -> None:
+    """The flags of one classification experiment (``frd cls`` and ``frd flower sim/run``); ``where``
+    the results folder is, when not here."""
+    d, docs = DEFAULTS, field_docs(ClsConfig)
     p.add_argument("--method", choices=list(CLS_METHODS), help=f"exchange method (default {d.method})")
     p.add_argument("--dataset", choices=list(DATASETS), help=f"dataset (default {d.dataset}, needs no files)")
     p.add_argument("--data-dir", metavar="DIR", help="dataset files (default ../shared/data/<dataset> beside the repo "
@@ -60,12 +60,13 @@ def add_experiment_arguments(p: argparse.ArgumentParser, out: str) -> None:
     p.add_argument("--channel", choices=list(CHANNELS), help=f"channel model (default {d.channel})")
     p.add_argument("--channel-opt", dest="channel_options", type=parse_channel_option, action="append", metavar="NAME=VALUE",
                    help="channel model option, e.g. p_up_dbm=15 or preset=symmetric (repeatable)")
-    p.add_argument("--seeds", type=int, metavar="K", help=f"seeds 0..K-1 (default {d.seeds})")
+    p.add_argument("--seeds", type=int, help=f"{docs['seeds']} (default {d.seeds})")
+    p.add_argument("--first-seed", type=int, help=f"{docs['first_seed']} (default {d.first_seed})")
     p.add_argument("--threads", type=int, help=f"torch threads (default {d.threads})")
     p.add_argument("--test-fraction", type=float, help=f"held-out share without an official split (default {d.test_fraction})")
     p.add_argument("--split-seed", type=int, help=f"seed of that split (default {d.split_seed})")
     p.add_argument("--paper", action="store_true", help="start from the paper's parameters instead of the CPU defaults")
-    p.add_argument("--out", metavar="DIR", help=f"results folder (default {out})")
+    add_out_flag(p, where)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_option_flags(p, CLS_METHODS)
 
@@ -80,14 +81,9 @@ def config_from_args(args: argparse.Namespace) -> ClsConfig:
     return cls_config(args.method or ClsConfig.method, paper=args.paper, **given, **given_options(args))
 
 
-def default_out(config: ClsConfig, folder: str = "cls") -> Path:
-    return Path(f"results/{folder}/{config.method}-{config.dataset}-{config.partition}")
-
-
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    out = Path(args.out) if args.out else default_out(config)
-    report(config, run_experiment(config, out, progress=not args.no_progress, backend=backend_from_args(args),
+    report(config, run_experiment(config, args.out, progress=not args.no_progress, backend=backend_from_args(args),
                                   tensorboard=args.tensorboard))
     return 0
 

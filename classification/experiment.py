@@ -31,7 +31,7 @@ def run_experiment(config: ClsConfig, out_dir: str | Path, progress: bool = True
     build_run(config, 0, data)
     store = ResultStore(out_dir, backend.record(config), config.resume_key())
     done = store.finished()  # verified once: it reads every part
-    todo = [s for s in range(config.seeds) if run_id(config.method, s) not in done]
+    todo = [s for s in config.run_seeds if run_id(config.method, s) not in done]
     try:
         if todo:
             with tqdm(total=len(todo) * config.rounds, disable=not progress, unit="round",

@@ -75,7 +75,7 @@ def cls_table(summary: pd.DataFrame) -> pd.DataFrame:
 def summarize(config: ClsConfig, store: ResultStore) -> pd.DataFrame:
     """The numeric summary of ``config``'s seeds in ``store`` (also written as ``summary.csv``) and
     their accuracy plot (``accuracy.png``); the folder may hold other seeds."""
-    ids = {run_id(config.method, s) for s in range(config.seeds)}
+    ids = {run_id(config.method, s) for s in config.run_seeds}
     runs, rounds, ledger = (store.read(t) for t in ("runs", "rounds", "ledger"))
     runs, rounds = runs[runs["run_id"].isin(ids)], rounds[rounds["run_id"].isin(ids)]
     summary = cls_summary(runs, rounds, ledger)
