@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
-from pathlib import Path
 from typing import Sequence
 
 from frd.backends import add_backend_arguments, backend_from_args
 from frd.channel import CHANNELS, parse_channel_option
-from frd.classification.config import ClsConfig, as_configs
+from frd.classification.config import ClsConfig
 from frd.classification.data import DATASETS
 from frd.classification.experiment import run_experiment
 from frd.classification.methods import CLS_METHODS, cls_configs
@@ -17,7 +16,7 @@ from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS
 from frd.classification.report import cls_table, summarize
 from frd.errors import FrdError
-from frd.options import add_option_flags, given_options
+from frd.options import add_option_flags, add_out_flag, field_docs, given_options
 from frd.results import ResultStore
 from frd.tensorboard import add_tensorboard_flag
 
@@ -28,15 +27,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("cls", help="classification: FL, FD, FLD/MixFLD/Mix2FLD, FedDM/FedDualMatch",
                               description=__doc__ + " Defaults are scaled down for a CPU; --paper uses the "
                               "Mix2FLD letter's values (MNIST, 10 × 500 samples, 16 rounds × 400 iterations).")
-    add_experiment_arguments(p, "results/cls/<method>[+<method>...]-<dataset>-<partition>")
+    add_experiment_arguments(p)
     add_backend_arguments(p)
     add_tensorboard_flag(p)
     p.set_defaults(run=run)
 
 
-def add_experiment_arguments(p: argparse.ArgumentParser, out: str) -> None:
-    """The flags of one classification experiment (``frd cls`` and ``frd flower sim/run``)."""
-    d = DEFAULTS
+def add_experiment_arguments(p: argparse.ArgumentParser, where: str = "") -> None:
+    """The flags of one classification experiment (``frd cls`` and ``frd flower sim/run``); ``where``
+    the results folder is, when not here."""
+    d, docs = DEFAULTS, field_docs(ClsConfig)
     p.add_argument("--method", metavar="M[,M...]", help=f"exchange method, or several (frd cls) to compare on the "
                    f"same seeds and partitions: {', '.join(CLS_METHODS)} (default {d.method})")
     p.add_argument("--dataset", choices=list(DATASETS), help=f"dataset (default {d.dataset}, needs no files)")
@@ -64,12 +64,13 @@ def add_experiment_arguments(p: argparse.ArgumentParser, out: str) -> None:
     p.add_argument("--channel", choices=list(CHANNELS), help=f"channel model (default {d.channel})")
     p.add_argument("--channel-opt", dest="channel_options", type=parse_channel_option, action="append", metavar="NAME=VALUE",
                    help="channel model option, e.g. p_up_dbm=15 or preset=symmetric (repeatable)")
-    p.add_argument("--seeds", type=int, metavar="K", help=f"seeds 0..K-1 (default {d.seeds})")
+    p.add_argument("--seeds", type=int, help=f"{docs['seeds']} (default {d.seeds})")
+    p.add_argument("--first-seed", type=int, help=f"{docs['first_seed']} (default {d.first_seed})")
     p.add_argument("--threads", type=int, help=f"torch threads (default {d.threads})")
     p.add_argument("--test-fraction", type=float, help=f"held-out share without an official split (default {d.test_fraction})")
     p.add_argument("--split-seed", type=int, help=f"seed of that split (default {d.split_seed})")
     p.add_argument("--paper", action="store_true", help="start from the paper's parameters instead of the CPU defaults")
-    p.add_argument("--out", metavar="DIR", help=f"results folder (default {out})")
+    add_out_flag(p, where)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_option_flags(p, CLS_METHODS)
 
@@ -93,16 +94,9 @@ def config_from_args(args: argparse.Namespace) -> ClsConfig:
     return configs[0]
 
 
-def default_out(configs: ClsConfig | Sequence[ClsConfig], folder: str = "cls") -> Path:
-    configs = as_configs(configs)
-    methods = "+".join(config.method for config in configs)
-    return Path(f"results/{folder}/{methods}-{configs[0].dataset}-{configs[0].partition}")
-
-
 def run(args: argparse.Namespace) -> int:
     configs = configs_from_args(args)
-    out = Path(args.out) if args.out else default_out(configs)
-    report(configs, run_experiment(configs, out, progress=not args.no_progress, backend=backend_from_args(args),
+    report(configs, run_experiment(configs, args.out, progress=not args.no_progress, backend=backend_from_args(args),
                                    tensorboard=args.tensorboard))
     return 0
 

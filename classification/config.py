@@ -18,7 +18,7 @@ PAPER = {"dataset": "mnist", "devices": 10, "samples_per_device": 500, "rounds":
 local iterations, split [our choice] into 16 rounds × 400; η = 0.01; 10 devices × 500 MNIST samples.
 A method's own paper values (β, K_s, ε) are its options' ``PAPER``."""
 
-NOT_IN_RESUME_KEY = ("method", "seeds", "threads", "data_dir", "download", "options")
+NOT_IN_RESUME_KEY = ("method", "seeds", "first_seed", "threads", "data_dir", "download", "options")
 """Fields that do not change a seed's results, or enter the key elsewhere: the method names its
 part of the key, which holds its options, so that one folder gathers several methods."""
 RETIRED = ("method",)
@@ -79,8 +79,11 @@ class ClsConfig:
     """Channel model name in frd.channel.CHANNELS."""
     channel_options: dict[str, float | bool | str] = field(default_factory=dict)
     """Options passed to the channel factory by name (wireless: p_up_dbm=15, preset=symmetric, …)."""
-    seeds: int = 1
-    """Number of seeds; run s uses seed s."""
+    seeds: int = 20
+    """Runs: seeds first_seed … first_seed+seeds−1 [our choice: 20, ``frd rl``'s default, so that the
+    summary's quartiles and intervals mean something; ``--seeds 1`` for a quick look]."""
+    first_seed: int = 0
+    """Seed of the first run."""
     threads: int = 1
     """torch intra-op threads (the machines are shared; results are reproducible for a fixed count)."""
     options: Any = field(default_factory=NoOptions)
@@ -103,7 +106,7 @@ class ClsConfig:
             raise FrdError(f"--lr must be > 0, got {self.lr}")
         if not 0 < self.test_fraction < 1:
             raise FrdError(f"--test-fraction must be in (0, 1), got {self.test_fraction}")
-        for name in ("split_seed", "minority_labels", "minority_samples", "min_samples"):
+        for name in ("first_seed", "split_seed", "minority_labels", "minority_samples", "min_samples"):
             if getattr(self, name) < 0:
                 raise FrdError(f"--{name.replace('_', '-')} must be at least 0, got {getattr(self, name)}")
         if self.samples_per_device is not None and self.samples_per_device < 1:
@@ -114,6 +117,11 @@ class ClsConfig:
             raise FrdError(f"--reference-device must be a device index in 0..{self.devices - 1}, "
                            f"got {self.reference_device}")
         check_channel(self.channel, self.channel_options)
+
+    @property
+    def run_seeds(self) -> range:
+        """The seeds of this experiment's runs."""
+        return range(self.first_seed, self.first_seed + self.seeds)
 
     @property
     def partition_spec(self) -> PartitionSpec:

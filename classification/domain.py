@@ -22,9 +22,6 @@ from frd.remote import Reply, Request
 from frd.results import ResultStore, run_id
 from frd.saved import EvalRequest, SavedModels
 
-OUT = "results/flower/<method>-<dataset>-<partition>"
-"""``frd flower``'s default results folder of a classification experiment."""
-
 
 def _data(config: ClsConfig) -> Dataset:
     """``config``'s dataset, loaded once per process (a node serves many messages)."""
@@ -46,12 +43,12 @@ class ClsDomain(ClsRuns):
         cli.register(subparsers)
 
     def add_remote_arguments(self, parser: argparse.ArgumentParser, deployed: bool) -> None:
-        cli.add_experiment_arguments(parser, OUT + (" on the SuperLink's machine" if deployed else ""))
+        cli.add_experiment_arguments(parser, " on the SuperLink's machine" if deployed else "")
 
     def remote_config(self, args: argparse.Namespace) -> tuple[ClsConfig, Path]:
         config = cli.config_from_args(args)
         build_run(config, 0, _data(config))
-        return config, (Path(args.out) if args.out else cli.default_out(config, "flower")).resolve()
+        return config, Path(args.out).resolve()
 
     def config_from_dict(self, values: Mapping[str, Any]) -> ClsConfig:
         common = {k: v for k, v in values.items() if k in COMMON_FIELDS and k != "method"}
@@ -69,7 +66,7 @@ class ClsDomain(ClsRuns):
         return participant_reply(resolved(config), _data(config), participant, request, kept)
 
     def run_ids(self, config: ClsConfig) -> set[str]:
-        return {run_id(config.method, s) for s in range(config.seeds)}
+        return {run_id(config.method, s) for s in config.run_seeds}
 
     def report(self, config: ClsConfig, store: ResultStore) -> None:
         cli.report(config, store)

@@ -38,7 +38,7 @@ def run_experiment(configs: ClsConfig | Sequence[ClsConfig], out_dir: str | Path
         build_run(config, 0, data)
     store = ResultStore(out_dir, backend.record(experiment_record(configs)), key)
     done = store.finished()  # verified once: it reads every part
-    todo = [(c, s) for c in configs for s in range(c.seeds) if run_id(c.method, s) not in done]
+    todo = [(c, s) for c in configs for s in c.run_seeds if run_id(c.method, s) not in done]
     try:
         if todo:
             with tqdm(total=len(todo) * first.rounds, disable=not progress, unit="round",

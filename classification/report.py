@@ -118,7 +118,7 @@ def summarize(configs: ClsConfig | Sequence[ClsConfig], store: ResultStore) -> p
     other runs."""
     configs = as_configs(configs)
     order = {config.method: i for i, config in enumerate(configs)}
-    ids = {run_id(config.method, s) for config in configs for s in range(config.seeds)}
+    ids = {run_id(config.method, s) for config in configs for s in config.run_seeds}
     runs, rounds, ledger = (frame[frame["run_id"].isin(ids)] for frame in map(store.read, ("runs", "rounds", "ledger")))
     runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
     summary, curves = cls_summary(runs, rounds, ledger), accuracy_vs_bits(runs, rounds, ledger)

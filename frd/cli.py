@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import signal
 import sys
-from typing import Callable, NoReturn, Sequence
+from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from frd.domains import domains
 from frd.errors import FrdError
@@ -14,11 +15,29 @@ from frd.saved import register as register_eval
 from frd.tensorboard import register as register_export
 
 
+def unknown_flag(name: str, known: Iterable[str]) -> str:
+    """The error for a flag no command has, naming the flags it may have meant: those it begins
+    (what an abbreviation used to pick), those spelt like it, and those holding its words
+    (``--seed``: ``--seeds`` and ``--first-seed``)."""
+    flags = sorted({flag for flag in known if flag.startswith("--")})
+    words = set(name.lstrip("-").split("-"))
+    near = [flag for flag in flags if flag.startswith(name)]
+    near += difflib.get_close_matches(name, flags, n=3, cutoff=0.75)
+    near += [flag for flag in flags if words <= set(flag[2:].split("-"))]
+    near = list(dict.fromkeys(near))[:4]
+    return f"unknown flag {name}" + (f"; did you mean {' or '.join(near)}?" if near else "")
+
+
 class _Parser(argparse.ArgumentParser):
-    """One-line errors; a subcommand whose flags depend on its arguments sets ``delegate``, which
-    picks the parser for them (``frd flower sim``: an RL or a classification method's flags)."""
+    """One-line errors, no abbreviated flags (``--seed 1`` is an error naming ``--seeds`` and
+    ``--first-seed``, not ``--seeds 1``); a subcommand whose flags depend on its arguments sets
+    ``delegate``, which picks the parser for them (``frd flower sim``: an RL or a classification
+    method's flags)."""
 
     delegate: Callable[[list[str]], argparse.ArgumentParser] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other bad input
         self.exit(2, f"frd: error: {message} (see --help)\n")
@@ -27,7 +46,22 @@ class _Parser(argparse.ArgumentParser):
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         if self.delegate is not None:
             return self.delegate(list(args or [])).parse_known_args(args, namespace)
-        return super().parse_known_args(args, namespace)
+        given = list(sys.argv[1:] if args is None else args)
+        if self._subparsers is not None:  # its own flags come before the subcommand's name
+            given = given[:next((i for i, a in enumerate(given) if not a.startswith("-")), len(given))]
+        self._refuse_unknown(given)  # before argparse's own checks: `--seed 1`, not "--out is required"
+        parsed, extras = super().parse_known_args(args, namespace)
+        self._refuse_unknown(extras)
+        return parsed, extras
+
+    def _refuse_unknown(self, args: list[str]) -> None:
+        """The first flag in ``args`` (up to ``--``, after which all is positional) that this
+        parser lacks is an error suggesting its own flags (a subcommand's, not its parent's)."""
+        for arg in args[:args.index("--")] if "--" in args else args:
+            flag = arg.split("=", 1)[0]
+            number = arg[1:2] in "0123456789."  # -1, -.5, and grid bounds like -2.4,2.4 are values
+            if arg.startswith("-") and not number and flag not in self._option_string_actions:
+                self.error(unknown_flag(flag, self._option_string_actions))
 
 
 def build_parser() -> argparse.ArgumentParser:

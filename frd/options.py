@@ -7,9 +7,12 @@ A field's flag is ``--`` plus its name with dashes, unless ``field(metadata={"fl
 names another (kept for flags users already know, like ``--frd-weighting``). Field types may be
 ``int``, ``float``, ``str``, ``bool``, ``X | None`` of those, or ``Literal[...]``; a field whose
 value has another form gives its parser as ``metadata={"parse": fn}`` (fn raises ValueError).
-A config field may also give ``metavar``, ``repeat`` (the flag may be given again, each value
+A config field may also give ``choices`` (the names the code accepts, e.g. ``CHANNELS``: the help
+lists them from there, so it cannot drift), ``repeat`` (the flag may be given again, each value
 appended) and ``flag_default`` (the value when the flag is not given, where that is not the
-field's default: None for "the env's", say; its docstring says what it means).
+field's default: None for "the env's", say; its docstring says what it means). Any field may give
+``metavar``, the value's name in the help (default: the field's name in capitals, ``{a,b}`` for a
+``Literal``, ``yes|no`` for a bool).
 """
 from __future__ import annotations
 
@@ -78,14 +81,29 @@ def _scalar_parser(kind: Any) -> tuple[Callable[[str], Any], str]:
     raise TypeError(f"no command-line parser for option type {kind!r}; give metadata={{'parse': fn}}")
 
 
-def _field_parser(f: Field, kind: Any) -> tuple[Callable[[str], Any], str]:
-    if "parse" in f.metadata:
-        return f.metadata["parse"], f.metadata.get("form", "see --help")
+def _not_none(f: Field, kind: Any) -> Any:
+    """``X`` of a field typed ``X | None``; else its type."""
     if get_origin(kind) in (typing.Union, types.UnionType):
         inner = [a for a in get_args(kind) if a is not type(None)]
         assert len(inner) == 1, f"option {f.name}: only 'X | None' unions are supported"
-        kind = inner[0]
-    return _scalar_parser(kind)
+        return inner[0]
+    return kind
+
+
+def _field_parser(f: Field, kind: Any) -> tuple[Callable[[str], Any], str]:
+    if "parse" in f.metadata:
+        return f.metadata["parse"], f.metadata.get("form", "see --help")
+    return _scalar_parser(_not_none(f, kind))
+
+
+def _metavar(f: Field, kind: Any) -> str:
+    """How the help names an option's value: as argparse names the other flags' (``--grid S``)."""
+    if "metavar" in f.metadata:
+        return f.metadata["metavar"]
+    kind = _not_none(f, kind)
+    if get_origin(kind) is Literal:
+        return "{" + ",".join(map(str, get_args(kind))) + "}"
+    return "yes|no" if kind is bool else f.name.upper()
 
 
 @dataclass(frozen=True)
@@ -96,6 +114,7 @@ class Flag:
     dest: str
     parse: Callable[[str], Any]
     form: str
+    metavar: str
     help: str
     is_bool: bool
     owners: tuple[str, ...]
@@ -119,7 +138,8 @@ def option_flags(registry: Mapping[str, Any]) -> dict[str, Flag]:
                 continue
             parse, form = _field_parser(f, hints[f.name])
             default = f.default if f.default is not MISSING else None
-            flags[name] = Flag(name, f.name, parse, form, f"{docs.get(f.name, '')} (default {default})",
+            flags[name] = Flag(name, f.name, parse, form, _metavar(f, hints[f.name]),
+                               f"{docs.get(f.name, '')} (default {default})",
                                hints[f.name] is bool, (method,))
     return flags
 
@@ -139,9 +159,9 @@ def add_option_flags(parser: argparse.ArgumentParser, registry: Mapping[str, Any
     group = parser.add_argument_group("method options (each applies only to the methods named)")
     for flag in option_flags(registry).values():
         kwargs: dict[str, Any] = dict(dest=f"option:{flag.dest}", type=_typed(flag), default=argparse.SUPPRESS,
-                                      help=f"[{', '.join(flag.owners)}] {flag.help}")
+                                      metavar=flag.metavar, help=f"[{', '.join(flag.owners)}] {flag.help}")
         if flag.is_bool:  # ``--frl-critic`` alone means yes; ``--frl-critic no`` is explicit
-            kwargs.update(nargs="?", const=True, metavar="yes|no")
+            kwargs.update(nargs="?", const=True)
         group.add_argument(flag.flag, **kwargs)
 
 
@@ -166,7 +186,17 @@ def add_config_flags(parser: argparse.ArgumentParser, config: type, skip: Collec
             kwargs.update(action="append", default=[])
         if "metavar" in f.metadata:
             kwargs["metavar"] = f.metadata["metavar"]
+        if "choices" in f.metadata:
+            kwargs["choices"] = list(f.metadata["choices"])
         parser.add_argument(flag_name(f), **kwargs)
+
+
+def add_out_flag(parser: argparse.ArgumentParser, where: str = "") -> None:
+    """``--out``, required by every command that runs an experiment [our choice]: the folder is the
+    experiment (rerunning a command resumes it), so no default folder is shared by experiments that
+    differ in a flag the name leaves out."""
+    parser.add_argument("--out", metavar="DIR", required=True,
+                        help=f"results folder{where}, required (rerun the same command to resume)")
 
 
 def given_config(args: argparse.Namespace, config: type, skip: Collection[str] = ()) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from frd.rl.methods import RL_METHODS
 from frd.rl.runner import RLBatch
 
 RL_TINY = ["--agents", "2", "--seeds", "1", "--max-episodes", "8", "--period", "2", "--hidden", "8", "--no-progress"]
-CLS_TINY = ["--rounds", "2", "--iterations", "2", "--devices", "3", "--no-progress"]
+CLS_TINY = ["--seeds", "1", "--rounds", "2", "--iterations", "2", "--devices", "3", "--no-progress"]
 
 
 @pytest.fixture

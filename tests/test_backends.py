@@ -66,7 +66,7 @@ def _assert_same_tables(a: Path, b: Path) -> None:
     (["--groups", "2"], "--address, --groups and --cpus need --backend ray"),
 ])
 def test_bad_backend_options_are_one_line_and_exit_2(args, message, tmp_path, capsys):
-    for command in (["rl", *TINY], ["cls", "--rounds", "1", "--no-progress"]):
+    for command in (["rl", *TINY], ["cls", "--seeds", "1", "--rounds", "1", "--no-progress"]):
         assert main([*command, *args, "--out", str(tmp_path / "out")]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err and err.count("\n") == 1

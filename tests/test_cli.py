@@ -15,8 +15,8 @@ OUT = ["--out"]
     (["rl", "--env", "Pendulum-v1"], "Discrete action space"),
     (["rl", "--env", "FrozenLake-v1"], "Box observation space"),
     (["rl", "--method", "frd", "--codec", "zip"], "argument --codec: expected paper|compact, got 'zip'"),
-    (["rl", "--recipe", "ppo"], "unknown A2C recipe 'ppo'"),
-    (["rl", "--channel", "carrier-pigeon"], "unknown channel 'carrier-pigeon'"),
+    (["rl", "--recipe", "ppo"], "argument --recipe: invalid choice: 'ppo'"),
+    (["rl", "--channel", "carrier-pigeon"], "argument --channel: invalid choice: 'carrier-pigeon'"),
     (["compare", "--methods", "frd,magic"], "unknown RL method 'magic'"),
     (["rl", "--method", "frd", "--env", "MountainCar-v0", "--grid", "0"], "--grid must be at least 1"),
 ])

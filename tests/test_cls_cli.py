@@ -9,7 +9,7 @@ import pytest
 from frd.classification import data as data_module
 from frd.cli import main
 
-TINY = ["--rounds", "2", "--iterations", "2", "--devices", "3", "--no-progress"]
+TINY = ["--seeds", "1", "--rounds", "2", "--iterations", "2", "--devices", "3", "--no-progress"]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -50,7 +50,7 @@ def test_download_without_network_is_one_clean_line(tmp_path, monkeypatch, capsy
 
 def test_a_run_prints_the_summary_and_saves_tables_config_and_plot(tmp_path, capsys):
     out = tmp_path / "fd"
-    assert main(["cls", "--method", "fd", "--seeds", "2", *TINY, "--out", str(out)]) == 0
+    assert main(["cls", "--method", "fd", *TINY, "--seeds", "2", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "up bits/dev/round" in printed and "3200" in printed
     for name in ("runs.csv", "rounds.csv", "ledger.csv", "config.json", "accuracy.png"):
@@ -66,7 +66,7 @@ def test_a_run_prints_the_summary_and_saves_tables_config_and_plot(tmp_path, cap
     assert runs.loc[0, "local_accuracy"] == last["local"] and runs.loc[0, "accuracy"] == last["exchanged"]
     assert json.loads((out / "config.json").read_text())["config"]["method"] == "fd"
     # resuming: the same command reruns nothing and keeps the rows
-    assert main(["cls", "--method", "fd", "--seeds", "2", *TINY, "--out", str(out)]) == 0
+    assert main(["cls", "--method", "fd", *TINY, "--seeds", "2", "--out", str(out)]) == 0
     assert pd.read_csv(out / "rounds.csv").equals(rounds)
 
 
@@ -74,6 +74,6 @@ def test_paper_flag_starts_from_the_paper_values(tmp_path):
     from frd.classification.cli import config_from_args
     from frd.cli import build_parser
 
-    args = build_parser().parse_args(["cls", "--paper", "--rounds", "3"])
+    args = build_parser().parse_args(["cls", "--paper", "--rounds", "3", "--out", str(tmp_path)])
     config = config_from_args(args)
     assert (config.dataset, config.samples_per_device, config.iterations_per_round, config.rounds) == ("mnist", 500, 400, 3)

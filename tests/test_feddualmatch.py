@@ -108,7 +108,7 @@ def test_config_refuses_bad_ipc_and_preset():
 
 
 def test_cli_runs_feddualmatch_with_its_flags(tmp_path, capsys):
-    args = ["cls", "--method", "feddualmatch", "--rounds", "1", "--devices", "2", "--width", "8", "--ipc", "1",
+    args = ["cls", "--method", "feddualmatch", "--seeds", "1", "--rounds", "1", "--devices", "2", "--width", "8", "--ipc", "1",
             "--distill-iterations", "2", "--server-epochs", "1", "--dp-noise", "100", "--dp-clip", "0.5",
             "--no-progress", "--out", str(tmp_path)]
     assert main(args) == 0

@@ -78,7 +78,7 @@ def deployed(deployment: str, flags: list[str], out: Path) -> None:
 
 
 def test_two_fd_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
-    flags = ["--method", "fd", "--devices", "2", "--rounds", "2", "--iterations", "3"]
+    flags = ["--method", "fd", "--seeds", "1", "--devices", "2", "--rounds", "2", "--iterations", "3"]
     deployed(deployment, flags, tmp_path / "flower")
     assert_as_in_process(tmp_path, tmp_path / "flower", flags)
 
@@ -103,7 +103,7 @@ def test_flower_sim_of_frl_pd_and_frd_gives_the_compare_tables(tmp_path):
 
 def test_flower_sim_of_mix2fld_gives_the_in_process_tables(tmp_path):
     # 400 mixes ask more of each device's ~720 samples than they hold: the shortfall is the devices' count
-    flags = ["--method", "mix2fld", "--devices", "2", "--rounds", "1", "--iterations", "3", "--n-mix", "400",
+    flags = ["--method", "mix2fld", "--seeds", "1", "--devices", "2", "--rounds", "1", "--iterations", "3", "--n-mix", "400",
              "--server-iterations", "5"]
     assert main(["flower", "sim", *flags, "--out", str(tmp_path / "flower"), "--no-progress"]) == 0
     assert_as_in_process(tmp_path, tmp_path / "flower", flags)
@@ -183,7 +183,7 @@ def test_without_flwr_the_error_names_the_extra(monkeypatch, capsys, tmp_path):
 @pytest.mark.parametrize("argv, match", [
     (["node", "--superlink", "nowhere", "--participant", "0", "--participants", "2"], "--superlink is HOST:PORT"),
     (["node", "--superlink", "127.0.0.1:1", "--participant", "2", "--participants", "2"], "--participant must lie in 0..1"),
-    (["run", "--superlink", "127.0.0.1:99999"], "--superlink is HOST:PORT"),
+    (["run", "--superlink", "127.0.0.1:99999", "--out", "never"], "--superlink is HOST:PORT"),
     (["sim", "--method", "mixfrd", "--out", "never"], "mixfrd draws its uploads from the round's generator"),
     (["sim", "--method", "fl,fd", "--out", "never"], "frd flower runs one classification method at a time"),
     (["sim", "--method", "frl", "--agents", "2", "--agent-spec", "h=8;h=16", "--out", "never"], "frl averages weights"),

@@ -13,7 +13,7 @@ Both methods share this exchange; they differ only in their client and server pr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
@@ -54,9 +54,10 @@ class DistillationOptions:
     """DP noise factor σ on the synthetic-set gradient; None: no DP."""
     dp_clip: float = 1.0
     """With DP: clip norm C of that gradient."""
-    init: Literal["real", "noise"] | None = None
+    init: Literal["real", "noise"] | None = field(default=None, metadata={"flag": "synthetic-init"})
     """Start of each synthetic set: real images or N(0, 1) noise; None: the method's own (FedDM
-    real, FedDualMatch noise). Seed 000 reran its FedDM baseline from noise."""
+    real, FedDualMatch noise). Seed 000 reran its FedDM baseline from noise. Its flag is not
+    ``--init``, which in ``frd rl`` means the networks' initial weights."""
 
     def __post_init__(self) -> None:
         at_least(self, ipc=1, distill_iterations=1, server_epochs=0, dp_noise=0)

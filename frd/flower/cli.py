@@ -46,7 +46,7 @@ DEFAULT_DOMAIN = "cls"
 
 def _methods(args: list[str]) -> list[str]:
     """The value of ``--method`` in ``args``, split at commas (empty when not given)."""
-    method = argparse.ArgumentParser(add_help=False)
+    method = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # `--meth` is no `--method`
     method.add_argument("--method", default="")
     return method.parse_known_args(args)[0].method.split(",")
 

@@ -11,7 +11,7 @@ import argparse
 import pandas as pd
 
 from frd.backends import add_backend_arguments, backend_from_args
-from frd.options import add_config_flags, add_option_flags, given_config, given_options
+from frd.options import add_config_flags, add_option_flags, add_out_flag, given_config, given_options
 from frd.rl.config import NOT_FLAGS, RLConfig, rl_config
 from frd.rl.experiment import run_experiment
 from frd.rl.methods import RL_METHODS
@@ -23,11 +23,11 @@ def add_common_arguments(p: argparse.ArgumentParser, scale_out: bool = True) -> 
     """Every flag but the method's: ``RLConfig``'s fields; ``scale_out``: also the backend's and the
     single-agent reference."""
     add_config_flags(p, RLConfig, skip=NOT_FLAGS)
-    p.add_argument("--out", required=True, help="results folder (rerun the same command to resume)")
+    add_out_flag(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     if scale_out:
         p.add_argument("--single-agent-reference", action="store_true",
-                       help="also run one independent agent per seed (in OUT/single-agent) and show its row")
+                       help="also run one independent agent per seed (in DIR/single-agent) and show its row")
         add_backend_arguments(p)
         add_tensorboard_flag(p)
     add_option_flags(p, RL_METHODS)

@@ -6,10 +6,10 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
-from frd.agents.a2c import A2CConfig, for_env, recipe
+from frd.agents.a2c import RECIPES, A2CConfig, for_env, recipe
 from frd.agents.spec import AgentSpec, agent_configs, parse_agent_spec
 from frd.agents.stacked import ACTIVATIONS
-from frd.channel import check_channel, parse_channel_option
+from frd.channel import CHANNELS, check_channel, parse_channel_option
 from frd.envs.lanes import check_env_id
 from frd.errors import FrdError
 from frd.options import build_options, options_key
@@ -41,19 +41,20 @@ class RLConfig:
     agents: int = 2
     """Agents per run, each with its own env and seed."""
     seeds: int = 20
-    """Runs per method: seeds first_seed … first_seed+seeds−1."""
+    """Runs per method: seeds first_seed … first_seed+seeds−1 [our choice: 20, as in the studies; ``frd cls``'s
+    default too]."""
     first_seed: int = 0
     """Seed of the first run."""
     hidden: int = 64
     """Hidden width h of actor and critic."""
-    activation: str = "tanh"
+    activation: str = field(default="tanh", metadata={"choices": ACTIVATIONS})
     """Hidden activation: tanh or relu."""
-    recipe: str = "nstep"
+    recipe: str = field(default="nstep", metadata={"choices": RECIPES})
     """A2C recipe: nstep or rlcode (``frd.agents.a2c.RECIPES``)."""
     agent_spec: tuple[AgentSpec, ...] = field(default=(), metadata={"parse": str, "metavar": "SPEC"})
     """Per-agent learners, cycled over the agents, e.g. 'h=32;h=64;h=128,lr=3e-4;recipe=rlcode' (keys h, lr,
     recipe; a missing key: the common one; ``frd.agents.spec``)."""
-    init: str = "shared"
+    init: str = field(default="shared", metadata={"choices": INITS})
     """Initial weights: shared by the agents of one architecture (a server's initial model), or separate."""
     max_episodes: int = 2000
     """Episode cap per agent; a run that hits it is "not completed"."""
@@ -65,11 +66,12 @@ class RLConfig:
     LunarLander-v3 200)."""
     window: int = 10
     """Episodes in the mission average."""
-    until: str = "first"
+    until: str = field(default="first", metadata={"choices": UNTIL})
     """A run ends when the first agent completes (first) or every agent does (all: runs.csv then has the
     slowest and the median agent's episodes), or at the episode cap."""
-    channel: str = "ideal"
-    """Channel model of every transfer: ideal or wireless[-symmetric] (``frd.channel.CHANNELS``)."""
+    channel: str = field(default="ideal", metadata={"choices": CHANNELS})
+    """Channel model of every transfer (``frd.channel.CHANNELS``): ideal, or wireless with the letter's
+    asymmetric or symmetric powers (wireless alone: asymmetric)."""
     channel_options: tuple = field(default=(), metadata={"flag": "channel-opt", "parse": parse_channel_option,
                                                          "repeat": True, "metavar": "NAME=VALUE"})
     """(name, value) overrides of the channel's parameters; on the command line NAME=VALUE, e.g. p_up_dbm=15

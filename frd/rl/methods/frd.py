@@ -30,7 +30,7 @@ def parse_bounds(text: str) -> tuple[tuple[float, float], ...]:
 class FRDOptions(DistillOptions):
     """The grid, the payload's codec and the server's average."""
 
-    grid: int = 30
+    grid: int = field(default=30, metadata={"metavar": "S"})
     """S: intervals per observation dimension [Seo et al. 2022, §4: 30]."""
     grid_bounds: tuple[tuple[float, float], ...] | None = field(
         default=None, metadata={"parse": parse_bounds, "form": "'lo,hi;lo,hi;…' (one pair per dimension)"})
