@@ -215,6 +215,14 @@ class ResultStore:
         atomic_write_text(config_path, json.dumps(
             {"config": _jsonable(config), "resume_key": key, "command": sys.argv}, indent=2, default=str))
 
+    @classmethod
+    def existing(cls, out_dir: str | Path) -> "ResultStore":
+        """A folder written before, opened to report it (``frd report``): its ``config.json`` is
+        left as it is."""
+        store = cls.__new__(cls)
+        store.out, store._noticed = Path(out_dir), set()
+        return store
+
     def _saved_key(self, path: Path) -> dict[str, Any] | None:
         """The resume key ``config.json`` holds, if there is one; a damaged or foreign one is refused."""
         if not path.exists():
