@@ -265,17 +265,23 @@ def split_inline(command: Command, argv: Sequence[str]) -> tuple[dict[str, list[
             key, has_values, values = spec.partition("=")
             if not has_values or not key or not values:
                 raise FrdError(f"{SWEEP_FLAG} takes KEY=V1,V2,…, e.g. {SWEEP_FLAG} grid=5,10,30; got {spec!r}")
-            axes[command.key(key, f"{SWEEP_FLAG}: ")] = values.split(",")
+            _add_axis(axes, command.key(key, f"{SWEEP_FLAG}: "), values)
             continue
         if action is None or action.nargs is not None or _repeats(action) or action.dest in UNSWEPT:
             rest.append(word)
             continue
         value = text if attached else (words.pop(0) if words else None)
         if value is not None and _sweeps(action, value):
-            axes[name[2:]] = value.split(",")
+            _add_axis(axes, name[2:], value)
         else:
             rest += [word] if attached or value is None else [word, value]
     return axes, rest
+
+
+def _add_axis(axes: dict[str, list[str]], key: str, values: str) -> None:
+    if key in axes:
+        raise FrdError(f"{SWEEP_FLAG}: {key} is swept twice")
+    axes[key] = values.split(",")
 
 
 def _sweeps(action: argparse.Action, value: str) -> bool:

@@ -100,20 +100,28 @@ def _summarised(domain: Domain, cell: Cell) -> tuple[pd.DataFrame, list[Curve]] 
 
 
 def _with_axes(summary: pd.DataFrame, cell: Cell, sources: bool) -> pd.DataFrame:
-    """The summary with the cell's experiment (when several are reported) and sweep values in front;
-    an axis the summary already shows with the same values (method, agents) is not repeated, one
-    it shows otherwise is ``sweep_<axis>``."""
+    """The summary with the cell's experiment (when several are reported) and sweep values in
+    front, an axis whose name the summary has already as ``sweep_<axis>`` (``_axis_columns``)."""
     front: dict[str, Any] = {"experiment": cell.source} if sources else {}
     for axis, value in cell.axes.items():
-        value = shown(value) if isinstance(value, list) else value
         name = column(axis)
-        if name in summary.columns:
-            if (summary[name] == value).all():
-                continue
-            name = f"sweep_{name}"
-        front[name] = value
+        front[f"sweep_{name}" if name in summary.columns else name] = shown(value) if isinstance(value, list) else value
     return pd.concat([pd.DataFrame({k: [v] * len(summary) for k, v in front.items()}, index=summary.index), summary],
                      axis=1)
+
+
+def _axis_columns(summary: pd.DataFrame, axes: Sequence[str]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Each axis's column: an axis the summary already shows with the same values in every row
+    (``method``, ``agents``) is not repeated; one it shows otherwise (classification's
+    ``iterations``: a run's total) stays ``sweep_<axis>``."""
+    names = {}
+    for axis in axes:
+        name = column(axis)
+        swept = f"sweep_{name}"
+        if swept in summary.columns and (summary[swept] == summary[name]).all():
+            summary = summary.drop(columns=swept)
+        names[axis] = swept if swept in summary.columns else name
+    return summary, names
 
 
 def _metrics(domain: Domain, summary: pd.DataFrame, names: Sequence[str] | None) -> list[Metric]:
@@ -189,23 +197,20 @@ def _series(frame: pd.DataFrame, keys: Sequence[str], styles: _Styles) -> list[t
     return [(label, style, rows) for _, label, style, rows in groups]
 
 
-def _against_axis(summary: pd.DataFrame, axis: str, axes: Sequence[str], metrics: Sequence[Metric],
+def _against_axis(summary: pd.DataFrame, x_name: str, keys: Sequence[str], metrics: Sequence[Metric],
                   styles: _Styles) -> Figure:
-    """Each metric against ``axis``: points with their interval, one series per method and other
-    sweep values; payloads on a log axis (a zero cannot be shown there, and is named), the rest
-    on a linear axis from zero."""
-    x_name = column(axis)
+    """Each metric against the column ``x_name``: points with their interval, one series per value
+    of ``keys`` (method and the other sweep values); payloads on a log axis (a zero cannot be shown
+    there, and is named), the rest on a linear axis from zero."""
     numeric = pd.api.types.is_numeric_dtype(summary[x_name]) and not pd.api.types.is_bool_dtype(summary[x_name])
     categories = list(dict.fromkeys(summary[x_name]))
     if x_name == "method":
         categories.sort(key=styles.order)
-    keys = [c for c in ("experiment", "method", *(column(a) for a in axes)) if c in summary.columns and c != x_name]
-    keys = list(dict.fromkeys(keys))
-    series = _series(summary, keys, styles)
+    series = _series(summary, [k for k in keys if k != x_name], styles)
     figure = Figure(figsize=(4.6 * len(metrics) + 2.2, 3.8), layout="constrained")
     for ax, metric in zip(np.atleast_1d(figure.subplots(1, len(metrics))), metrics):
         scale = 100 if metric.percent else 1
-        hidden = []
+        hidden, highest = [], 0.0
         for number, (label, style, rows) in enumerate(series):
             x = rows[x_name].to_numpy(float) if numeric else np.array([categories.index(v) for v in rows[x_name]], float)
             if not numeric and len(series) > 1:
@@ -219,39 +224,38 @@ def _against_axis(summary: pd.DataFrame, axis: str, axes: Sequence[str], metrics
             if metric.log and not keep.all():
                 hidden.append(label or "a series")
             if keep.any():
+                highest = max(highest, np.nanmax(y[keep] + (0 if errors is None else errors[1][keep])))
                 ax.errorbar(x[keep], y[keep], yerr=None if errors is None else errors[:, keep], capsize=3, lw=1,
                             linestyle="-" if numeric else "none", label=label or None, **style)
         if metric.log:
             ax.set_yscale("log")
         else:
-            ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1e-9))
+            ax.set_ylim(0, 1.08 * highest or 1)  # from zero, the highest point and its interval inside
         if hidden:
             ax.annotate(f"0, not on a log axis: {', '.join(hidden)}", (0.02, 0.02), xycoords="axes fraction", fontsize=7)
         if numeric:
             ax.set_xticks(sorted(set(summary[x_name].astype(float))))
         else:
             ax.set_xticks(range(len(categories)), [shown(c) for c in categories])
-        ax.set(xlabel=axis, ylabel=metric.label + (" (%)" if metric.percent and "%" not in metric.label else ""),
-               title=metric.label)
+        ax.set(xlabel=x_name.removeprefix("sweep_"), title=metric.label,
+               ylabel=metric.label + (" (%)" if metric.percent and "%" not in metric.label else ""))
         ax.grid(alpha=0.3)
     if any(label for label, _, _ in series):
         figure.legend(*figure.axes[0].get_legend_handles_labels(), loc="outside right upper", fontsize=8)
     return figure
 
 
-def _curve_figure(curves: list[tuple[Cell, Curve]], axes: Sequence[str], styles: _Styles) -> Figure:
+def _curve_figure(curves: list[tuple[Cell, Curve]], names: dict[str, str], styles: _Styles) -> Figure:
     """One domain curve across cells: per cell and method a line, its band shaded."""
     first = curves[0][1]
     figure = Figure(figsize=(7.5, 4.2), layout="constrained")
     ax = figure.add_subplot()
-    rows = []
-    for cell, curve in curves:
-        labels = {"experiment": cell.source} if len({c.source for c, _ in curves}) > 1 else {}
-        labels.update({column(a): shown(v) for a, v in cell.axes.items() if a != "method"})
-        rows.append(curve.frame.assign(**labels))
-    frame = pd.concat(rows, ignore_index=True)
-    keys = [c for c in ("experiment", "method", *(column(a) for a in axes if a != "method")) if c in frame.columns]
-    for label, style, part in _series(frame, list(dict.fromkeys(keys)), styles):
+    several = len({cell.source for cell, _ in curves}) > 1
+    frame = pd.concat([curve.frame.assign(**({"experiment": cell.source} if several else {}),
+                                          **{names[a]: shown(v) for a, v in cell.axes.items() if names[a] != "method"})
+                       for cell, curve in curves], ignore_index=True)
+    keys = [c for c in dict.fromkeys(("experiment", "method", *names.values())) if c in frame.columns]
+    for label, style, part in _series(frame, keys, styles):
         ax.plot(part["x"], part["y"], label=label, markersize=4, lw=1, **style)
         ax.fill_between(part["x"], part["y_lo"], part["y_hi"], alpha=0.15, color=style["color"])
     if first.xlog:
@@ -282,24 +286,24 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
             curves += [(cell, curve) for curve in found[1]]
     if not frames:
         raise FrdError(f"no finished runs in {', '.join(map(str, folders))} yet")
-    summary = pd.concat(frames, ignore_index=True)
+    summary, names = _axis_columns(pd.concat(frames, ignore_index=True), axes)
     metrics = _metrics(domain, summary, metric_names)
-    columns = [column(a) for a in chosen]
-    shown_axes = [c for c in (column(a) for a in [*chosen, *axes]) if c in summary.columns]
     if by:  # numbers in order, names in the order the experiment lists them
         def rank(values: pd.Series) -> pd.Series:
             return values if pd.api.types.is_numeric_dtype(values) else values.map(list(dict.fromkeys(values)).index)
-        summary = summary.sort_values(columns, key=rank, kind="stable", na_position="last").reset_index(drop=True)
+        summary = summary.sort_values([names[a] for a in chosen], key=rank, kind="stable",
+                                      na_position="last").reset_index(drop=True)
     atomic_write_csv(summary, out / "summary.csv")
     with pd.option_context("display.width", 250, "display.max_columns", None, "display.max_colwidth", 60):
-        print(table(summary, shown_axes, metrics).to_string(index=False))
+        print(table(summary, [names[a] for a in dict.fromkeys([*chosen, *axes])], metrics).to_string(index=False))
     styles = _Styles(domain)
     plotted = [m for m in metrics if m.plot]
+    keys = [c for c in dict.fromkeys(("experiment", "method", *names.values())) if c in summary.columns]
     for axis in chosen:
-        if column(axis) in summary.columns and plotted:
-            _save(_against_axis(summary, axis, axes, plotted, styles), out / FIGURES / column(axis))
+        if plotted:
+            _save(_against_axis(summary, names[axis], keys, plotted, styles), out / FIGURES / column(axis))
     for name in dict.fromkeys(curve.name for _, curve in curves):
-        _save(_curve_figure([(c, k) for c, k in curves if k.name == name], axes, styles), out / FIGURES / name)
+        _save(_curve_figure([(c, k) for c, k in curves if k.name == name], names, styles), out / FIGURES / name)
     print(f"\nsummary.csv and {FIGURES}/ in {out}/")
     return summary
 
@@ -331,7 +335,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="summary.csv, the table and figures of experiments or results folders; runs nothing",
-                       description=__doc__.split("\n\n")[0] if __doc__ else None)
+                       description="The summary of experiments (frd run, or a command that swept) and results "
+                                   "folders from their verified runs: summary.csv (numbers, a column per sweep axis), "
+                                   "the printed table, and figures per axis (PNG and PDF). Nothing runs.")
     p.add_argument("folders", nargs="+", metavar="DIR", help="an experiment (frd run's --out) or a results folder")
     p.add_argument("--by", metavar="AXIS,…", help="sweep axes to order the table by and to draw against (default every axis)")
     p.add_argument("--metric", metavar="COLUMN,…", help="summary.csv columns to show and draw (default the domain's headline)")

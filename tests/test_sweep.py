@@ -94,6 +94,8 @@ def test_a_bad_value_names_its_key(tmp_path):
         split_inline(cmd, ["--sweep", "seed=1,2"])
     with pytest.raises(FrdError, match=r"--sweep takes KEY=V1,V2,…, e.g. --sweep grid=5,10,30; got 'grid'"):
         split_inline(cmd, ["--sweep", "grid"])
+    with pytest.raises(FrdError, match=r"^--sweep: grid is swept twice"):
+        split_inline(cmd, ["--grid", "5,10", "--sweep", "grid=30,50"])
 
 
 # ---- the command line: which comma lists sweep ----
@@ -260,19 +262,22 @@ def test_print_lists_the_cells_and_runs_and_writes_nothing(tmp_path, capsys):
 # ---- classification ----
 
 def test_a_classification_file_sweeps_methods_and_draws_accuracy_against_uplink(tmp_path, capsys):
-    path = _write(tmp_path, 'domain = "cls"\ndataset = "digits"\nrounds = 2\niterations = 2\ndevices = 3\n'
-                            '[sweep]\nmethod = ["fl", "fd"]\n')
+    path = _write(tmp_path, 'domain = "cls"\ndataset = "digits"\nrounds = 2\ndevices = 3\n'
+                            '[sweep]\nmethod = ["fl", "fd"]\niterations = [1, 2]\n')
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     out = tmp_path / "out"
     summary = pd.read_csv(out / "summary.csv")
-    assert summary["method"].tolist() == ["fl", "fd"] and "accuracy_final" in summary
-    for method in ("fl", "fd"):
-        runs = pd.read_csv(out / "cells" / f"method={method}" / "runs.csv")
-        row = summary.set_index("method").loc[method]
+    assert list(summary.columns[:2]) == ["sweep_iterations", "method"]  # the summary's iterations are a run's total
+    assert summary[["method", "sweep_iterations", "iterations"]].values.tolist() == [
+        ["fl", 1, 2], ["fl", 2, 4], ["fd", 1, 2], ["fd", 2, 4]]
+    for method, iterations in (("fl", 2), ("fd", 1)):
+        cell = out / "cells" / f"method={method},iterations={iterations}"
+        runs = pd.read_csv(cell / "runs.csv")
+        row = summary.set_index(["method", "sweep_iterations"]).loc[(method, iterations)]
         assert row["accuracy_final"] == runs["accuracy"].median() and row["bits_up_total"] == runs["bits_up"].median()
-        assert (out / "cells" / f"method={method}" / "accuracy.png").exists()
-    assert {p.name for p in (out / "figures").iterdir()} == {"method.png", "method.pdf", "accuracy-vs-uplink.png",
-                                                             "accuracy-vs-uplink.pdf"}
+        assert (cell / "accuracy.png").exists()
+    assert {p.name for p in (out / "figures").iterdir()} == {
+        f"{name}.{form}" for name in ("method", "iterations", "accuracy-vs-uplink") for form in ("png", "pdf")}
     printed = capsys.readouterr().out
     assert "device acc % [q25–q75]" in printed and "bits up/device/round" in printed
 
