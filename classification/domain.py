@@ -17,7 +17,8 @@ from frd.classification.methods import CLS_METHODS, COMMON_FIELDS, cls_config
 from frd.classification.remote import participant_reply, resolved
 from frd.classification.runner import build_run
 from frd.classification.runs import ClsRuns
-from frd.domains import Domain
+from frd.classification.sweep import HEADLINE, accuracy_against_uplink, summary
+from frd.domains import Curve, Domain
 from frd.remote import Reply, Request
 from frd.results import ResultStore, run_id
 from frd.saved import EvalRequest, SavedModels
@@ -38,6 +39,7 @@ class ClsDomain(ClsRuns):
 
     name = "cls"
     methods = CLS_METHODS
+    headline = HEADLINE
 
     def register(self, subparsers: argparse._SubParsersAction) -> None:
         cli.register(subparsers)
@@ -57,8 +59,20 @@ class ClsDomain(ClsRuns):
     def participants(self, config: ClsConfig) -> int:
         return config.devices
 
-    def run_experiment(self, config: ClsConfig, out: Path, backend: Executor, progress: bool) -> None:
-        run_experiment(config, out, progress=progress, backend=backend)
+    def run_experiment(self, config: ClsConfig, out: Path, backend: Executor, progress: bool,
+                       tensorboard: Path | None = None) -> None:
+        run_experiment(config, out, progress=progress, backend=backend, tensorboard=tensorboard)
+
+    def experiment_config(self, args: argparse.Namespace) -> ClsConfig:
+        config = cli.config_from_args(args)
+        build_run(config, 0, _data(config))  # the dataset, partition, model and method, checked
+        return config
+
+    def summary(self, config: ClsConfig, store: ResultStore) -> pd.DataFrame:
+        return summary(config, store)
+
+    def curves(self, config: ClsConfig, store: ResultStore) -> list[Curve]:
+        return [accuracy_against_uplink(config, store)]
 
     def participant_reply(self, config: ClsConfig, participant: int, request: Request,
                           kept: bytes | None) -> tuple[Reply, bytes]:

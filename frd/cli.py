@@ -1,4 +1,5 @@
-"""The ``frd`` command. Each installed domain (``frd.domains``) adds its own subcommands, then
+"""The ``frd`` command. Each installed domain (``frd.domains``) adds its own subcommands (its
+experiment command, named like it, also sweeps: ``frd.sweep``), then ``frd run``, ``frd report``,
 ``frd flower``, ``frd export`` and ``frd eval`` are added; errors print as one line."""
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 import sys
 from typing import Any, Callable, Iterable, NoReturn, Sequence
 
+from frd import report, sweep
 from frd.domains import domains
 from frd.errors import FrdError
 from frd.flower import cli as flower_cli
@@ -35,6 +37,8 @@ class _Parser(argparse.ArgumentParser):
     method's flags)."""
 
     delegate: Callable[[list[str]], argparse.ArgumentParser] | None = None
+    experiments: set[str]
+    """The domains' experiment commands (``frd rl``, ``frd cls``): a command line of one may sweep."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
@@ -64,15 +68,33 @@ class _Parser(argparse.ArgumentParser):
                 self.error(unknown_flag(flag, self._option_string_actions))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     parser = _Parser(prog="frd", description="What each way of sharing knowledge costs on the wire, and what it buys.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.experiments = set()
     for domain in domains().values():
         domain.register(sub)
+        if domain.name in sub.choices:
+            parser.experiments.add(domain.name)
+            sweep.add_sweep_flag(sub.choices[domain.name])
+    sweep.register(sub)
+    report.register(sub)
     flower_cli.register(sub)
     register_export(sub)
     register_eval(sub)
     return parser
+
+
+Swept = tuple[dict[str, list[str]], list[str]]
+"""A command line's sweep axes (as texts) and the arguments left (``frd.sweep.inline_axes``)."""
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, Swept | None]:
+    """``argv`` parsed as ``frd`` parses it: a domain's experiment command that sweeps
+    (``frd rl --grid 5,10``) parses once its axes are taken off; exits on a flag argparse refuses."""
+    parser = build_parser()
+    swept = sweep.inline_axes(argv[0], argv[1:]) if argv and argv[0] in parser.experiments else None
+    return parser.parse_args(argv if swept is None else [argv[0], *swept[1]]), swept
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -82,12 +104,15 @@ def _stop(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code: 0 done, 2 bad input (one line on stderr), 130 interrupted."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         try:
-            args = build_parser().parse_args(argv)
+            args, swept = parse(argv)
         except SystemExit as exc:  # --help (0) or a flag argparse refused (2, one line already printed)
             return int(exc.code or 0)
         signal.signal(signal.SIGTERM, _stop)
+        if swept is not None:
+            return sweep.run_inline(argv[0], *swept, args)
         return int(args.run(args) or 0)
     except FrdError as exc:  # also no domain installed, or a parser's own check
         print(f"frd: error: {exc}", file=sys.stderr)

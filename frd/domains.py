@@ -9,9 +9,12 @@ A domain is loaded when it is first asked for: a Flower node imports only its ru
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
+
+import pandas as pd
 
 from frd.backends import Executor, Runs
 from frd.errors import FrdError
@@ -27,10 +30,43 @@ GROUP = "frd.domains"
 """The entry-point group a domain is declared under: ``name = "package.module:OBJECT"``."""
 
 
+@dataclass(frozen=True)
+class Metric:
+    """A column of a domain's numeric summary as a sweep report shows it (``frd.report``): in the
+    printed table and, if ``plot``, against each sweep axis."""
+
+    column: str
+    label: str
+    lo: str | None = None
+    """The columns of its interval (error bars; ``[lo–hi]`` in the table), if it has one."""
+    hi: str | None = None
+    log: bool = False
+    """Drawn as points on a log axis (payloads span decades); else on a linear axis from zero."""
+    percent: bool = False
+    """A fraction, shown in %."""
+    plot: bool = True
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One figure of a sweep report across its cells: per method, ``y`` against ``x`` (a frame
+    with columns method, x, y, y_lo, y_hi), e.g. accuracy against cumulative uplink bits."""
+
+    name: str
+    """File stem of the figure."""
+    frame: pd.DataFrame
+    xlabel: str
+    ylabel: str
+    xlog: bool = False
+
+
 class Domain(Runs, Protocol):
     """One domain: its runs (``Runs``: a group of runs in one process, one run over a link), its
     command-line (its own commands, and the flags of one experiment over Flower), a participant's
-    side of a remote run, the report of a finished experiment and the scores of its saved models."""
+    side of a remote run, the report of a finished experiment and the scores of its saved models.
+
+    Its experiment command is the one named like the domain (``frd rl``, ``frd cls``): its flags
+    are the keys of an experiment file and can be swept (``frd.sweep``)."""
 
     name: str
     """The registry key; also what a Flower run's spec names."""
@@ -54,8 +90,25 @@ class Domain(Runs, Protocol):
     def participants(self, config: Any) -> int:
         """How many participants (nodes) a run of ``config`` has: agents, devices."""
 
-    def run_experiment(self, config: Any, out: Path, backend: Executor, progress: bool) -> None:
-        """Every run of ``config`` not yet in ``out``, on ``backend``, its tables saved as it finishes."""
+    def run_experiment(self, config: Any, out: Path, backend: Executor, progress: bool,
+                       tensorboard: Path | None = None) -> None:
+        """Every run of ``config`` not yet in ``out``, on ``backend``, its tables saved as it finishes
+        (and its TensorBoard events written in ``tensorboard``, if given)."""
+
+    def experiment_config(self, args: argparse.Namespace) -> Any:
+        """The config the flags of its experiment command give, checked as far as can be before
+        anything is written (a sweep checks every cell before it runs one)."""
+
+    @property
+    def headline(self) -> Sequence[Metric]:
+        """The summary columns a sweep report prints and draws against each axis."""
+
+    def summary(self, config: Any, store: ResultStore) -> pd.DataFrame:
+        """The numeric summary of ``config``'s runs in ``store`` (read from verified tables), its
+        ``summary.csv`` and figures written into the folder as its command writes them."""
+
+    def curves(self, config: Any, store: ResultStore) -> list[Curve]:
+        """Figures across the cells of a sweep, one ``Curve`` each (its rows for this cell)."""
 
     def participant_reply(self, config: Any, participant: int, request: Request, kept: Any) -> tuple[Reply, Any]:
         """``participant``'s answer to ``request`` and what it keeps for the next one (``kept``:

@@ -229,9 +229,9 @@ class ResultStore:
             {"config": _jsonable(config), "resume_key": key, "command": sys.argv}, indent=2, default=str))
 
     @classmethod
-    def reading(cls, out_dir: str | Path) -> ResultStore:
-        """The folder ``out_dir`` as it stands, to read its finished runs (``frd eval``): no
-        config is checked or written."""
+    def existing(cls, out_dir: str | Path) -> ResultStore:
+        """A folder written before, opened to read its finished runs (``frd report``, ``frd eval``):
+        no config is checked or written."""
         store = cls.__new__(cls)
         store.out, store._noticed = Path(out_dir), set()
         return store

@@ -82,7 +82,7 @@ def evaluate(out: Path, request: EvalRequest) -> tuple[pd.DataFrame, str]:
     to print; ``eval.csv`` is written."""
     if not (out / "config.json").is_file():
         raise FrdError(f"{out} is not a results folder of frd (it has no config.json)")
-    store = ResultStore.reading(out)
+    store = ResultStore.existing(out)
     found = sorted(p.stem for p in (out / MODELS).glob("*.pt"))
     finished = store.verified(left_out="is left out") if found else {}
     paths = [store.models(rid) for rid in found if rid in finished]

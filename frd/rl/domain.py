@@ -9,7 +9,7 @@ import pandas as pd
 
 from frd.agents.spec import AgentSpec
 from frd.backends import Executor
-from frd.domains import Domain
+from frd.domains import Curve, Domain
 from frd.remote import Reply, Request
 from frd.results import ResultStore, run_id
 from frd.rl import cli, saved
@@ -18,6 +18,7 @@ from frd.rl.experiment import report, run_experiment
 from frd.rl.methods import RL_METHODS, get_method
 from frd.rl.remote import agent_reply, check_remote
 from frd.rl.runs import RLRuns
+from frd.rl.sweep import HEADLINE, experiment_config, summary
 from frd.saved import EvalRequest, SavedModels
 
 
@@ -31,6 +32,7 @@ class RLDomain(RLRuns):
 
     name = "rl"
     methods = RL_METHODS
+    headline = HEADLINE
 
     def register(self, subparsers: argparse._SubParsersAction) -> None:
         cli.register(subparsers)
@@ -54,8 +56,18 @@ class RLDomain(RLRuns):
     def participants(self, config: RLConfig) -> int:
         return config.agents
 
-    def run_experiment(self, config: RLConfig, out: Path, backend: Executor, progress: bool) -> None:
-        run_experiment(config, out, progress=progress, backend=backend)
+    def run_experiment(self, config: RLConfig, out: Path, backend: Executor, progress: bool,
+                       tensorboard: Path | None = None) -> None:
+        run_experiment(config, out, progress=progress, backend=backend, tensorboard=tensorboard)
+
+    def experiment_config(self, args: argparse.Namespace) -> RLConfig:
+        return experiment_config(args)
+
+    def summary(self, config: RLConfig, store: ResultStore) -> pd.DataFrame:
+        return summary(config, store)
+
+    def curves(self, config: RLConfig, store: ResultStore) -> list[Curve]:
+        return []  # each cell draws its own learning curves (mission.png)
 
     def participant_reply(self, config: RLConfig, participant: int, request: Request,
                           kept: list[bytes] | None) -> tuple[Reply, list[bytes]]:

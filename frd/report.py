@@ -1,0 +1,346 @@
+"""``frd report DIR… [--by AXIS,…] [--metric COLUMN,…] [--out R]``: one summary of experiments
+(``frd run``, or a command that swept) and plain results folders, read from their records alone.
+
+Each cell's tables are first rebuilt from its verified parts (``ResultStore.consolidate``: a
+damaged run is named and left out), then summarised by its domain as its own command does (the
+cell's ``summary.csv`` and figures are redrawn). The cells' summaries, with a column per sweep
+axis in front, become ``R/summary.csv`` (numbers, but for names such as ``method``); a table of the
+domain's headline columns is printed; ``R/figures/`` gets, per axis, those columns against the
+axis (``<axis>.png`` and ``.pdf``), and the domain's curves across cells (classification: accuracy
+against cumulative uplink bits). Nothing runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from frd.domains import Curve, Domain, Metric, domains, get_domain  # noqa: E402
+from frd.errors import FrdError  # noqa: E402
+from frd.experiment_file import CELLS, RECORD, Experiment, read_file, shown, suggest  # noqa: E402
+from frd.results import ResultStore, atomic_write_all, atomic_write_csv  # noqa: E402
+from frd.stats import fmt  # noqa: E402
+
+FIGURES = "figures"
+FORMATS = {"png": {}, "pdf": {"CreationDate": None}}
+"""Each figure as PNG (to look at) and PDF (for papers); the PDF without its date, so a redraw of
+the same record gives the same bytes."""
+MARKERS = "osD^vP*X"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One results folder of a report, and the sweep values it was run with."""
+
+    source: str
+    domain: str
+    folder: Path
+    axes: dict[str, Any]
+
+
+def column(axis: str) -> str:
+    """A sweep axis's column in ``summary.csv`` (``max-episodes`` → ``max_episodes``)."""
+    return axis.replace("-", "_")
+
+
+def _config_json(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    try:
+        return json.loads(path.read_text())["config"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FrdError(f"{path} cannot be read ({type(exc).__name__}: {exc}); it is no frd results folder") from None
+
+
+def _domain_of(folder: Path) -> str:
+    """The domain whose config ``folder/config.json`` holds [our choice: the first that reads it;
+    a plain results folder does not name its domain]."""
+    saved = _config_json(folder)
+    for name, domain in domains().items():
+        try:
+            domain.config_from_dict(saved)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        return name
+    raise FrdError(f"{folder}/config.json is the config of no installed domain")
+
+
+def cells_of(folder: Path) -> list[Cell]:
+    """The cells of an experiment's record (in its order), or a results folder as one cell."""
+    if (folder / RECORD).exists():
+        domain, settings, axes = read_file(folder / RECORD)
+        experiment = Experiment(domain, settings, axes)
+        return [Cell(folder.name, domain, folder / CELLS / cell.id, dict(cell.values)) for cell in experiment.cells()]
+    if (folder / "config.json").exists():
+        return [Cell(folder.name, _domain_of(folder), folder, {})]
+    raise FrdError(f"{folder} holds neither an experiment ({RECORD}) nor results (config.json)")
+
+
+def _summarised(domain: Domain, cell: Cell) -> tuple[pd.DataFrame, list[Curve]] | None:
+    """A cell's summary and curves from its verified runs; None (named on stderr) if it has none yet."""
+    if not (cell.folder / "config.json").exists():
+        print(f"frd: {cell.folder} has no runs yet", file=sys.stderr)
+        return None
+    config = domain.config_from_dict(_config_json(cell.folder))
+    store = ResultStore.existing(cell.folder)
+    store.consolidate()  # tables from verified parts only
+    if store.read("runs").empty:
+        print(f"frd: {cell.folder} has no finished runs yet", file=sys.stderr)
+        return None
+    return domain.summary(config, store), domain.curves(config, store)
+
+
+def _with_axes(summary: pd.DataFrame, cell: Cell, sources: bool) -> pd.DataFrame:
+    """The summary with the cell's experiment (when several are reported) and sweep values in
+    front, an axis whose name the summary has already as ``sweep_<axis>`` (``_axis_columns``)."""
+    front: dict[str, Any] = {"experiment": cell.source} if sources else {}
+    for axis, value in cell.axes.items():
+        name = column(axis)
+        front[f"sweep_{name}" if name in summary.columns else name] = shown(value) if isinstance(value, list) else value
+    return pd.concat([pd.DataFrame({k: [v] * len(summary) for k, v in front.items()}, index=summary.index), summary],
+                     axis=1)
+
+
+def _axis_columns(summary: pd.DataFrame, axes: Sequence[str]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Each axis's column: an axis the summary already shows with the same values in every row
+    (``method``, ``agents``) is not repeated; one it shows otherwise (classification's
+    ``iterations``: a run's total) stays ``sweep_<axis>``."""
+    names = {}
+    for axis in axes:
+        name = column(axis)
+        swept = f"sweep_{name}"
+        if swept in summary.columns and (summary[swept] == summary[name]).all():
+            summary = summary.drop(columns=swept)
+        names[axis] = swept if swept in summary.columns else name
+    return summary, names
+
+
+def _metrics(domain: Domain, summary: pd.DataFrame, names: Sequence[str] | None) -> list[Metric]:
+    """The headline columns, or those ``--metric`` names (with their interval where the summary has one)."""
+    if names is None:
+        return [m for m in domain.headline if m.column in summary.columns]
+    known = {m.column: m for m in domain.headline}
+    metrics = []
+    for name in names:
+        if name not in summary.columns:
+            raise FrdError(f"--metric {name}: no such column in summary.csv{suggest(name, summary.columns)}")
+        lo, hi = (f"{name}_lo", f"{name}_hi") if f"{name}_lo" in summary.columns else (None, None)
+        metrics.append(known.get(name, Metric(name, name.replace("_", " "), lo, hi, log=name.startswith("bits_"))))
+    return metrics
+
+
+def _format(row: pd.Series, metric: Metric) -> str:
+    def number(name: str | None) -> str:
+        value = row[name] if name else np.nan
+        return fmt(100 * value if metric.percent else value) if pd.notna(value) else "–"
+
+    text = number(metric.column)
+    if metric.lo and metric.hi and pd.notna(row[metric.lo]) and text != "–":
+        text += f" [{number(metric.lo)}–{number(metric.hi)}]"
+    return text
+
+
+def table(summary: pd.DataFrame, axes: Sequence[str], metrics: Sequence[Metric]) -> pd.DataFrame:
+    """The printed table: names and sweep values, then each metric formatted (intervals in brackets)."""
+    names = [c for c in ("experiment", *axes, "method") if c in summary.columns]
+    shown_ = summary[list(dict.fromkeys(names))].copy()
+    for metric in metrics:
+        label = f"{metric.label} %" if metric.percent and "%" not in metric.label else metric.label
+        shown_[label] = [_format(row, metric) for _, row in summary.iterrows()]
+    return shown_
+
+
+def _save(figure: Figure, stem: Path) -> None:
+    """``stem.png`` and ``stem.pdf``, written together."""
+    def writer(form: str) -> Callable[[Path], object]:
+        return lambda tmp: figure.savefig(tmp, dpi=120, format=form, metadata=FORMATS[form])
+    atomic_write_all({stem.with_suffix(f".{form}"): writer(form) for form in FORMATS})
+
+
+class _Styles:
+    """One colour per method (in the domain's registry order) and one marker per other grouping,
+    the same in every figure of a report."""
+
+    def __init__(self, domain: Domain) -> None:
+        self.methods = list(domain.methods)
+        self.markers: dict[str, str] = {}
+
+    def order(self, method: str) -> int:
+        return self.methods.index(method) if method in self.methods else len(self.methods)
+
+    def of(self, method: str, rest: str) -> dict[str, Any]:
+        marker = self.markers.setdefault(rest, MARKERS[len(self.markers) % len(MARKERS)])
+        return {"color": f"C{self.order(method) % 10}", "marker": marker}
+
+
+def _series(frame: pd.DataFrame, keys: Sequence[str], styles: _Styles) -> list[tuple[str, dict[str, Any], pd.DataFrame]]:
+    """(label, style, rows) per combination of ``keys``' values, methods in registry order."""
+    if not keys:
+        return [("", styles.of("", ""), frame)]
+    groups = []
+    for values, rows in frame.groupby(list(keys), sort=False, dropna=False):
+        named = dict(zip(keys, values))
+        method = str(named.pop("method", ""))
+        rest = ", ".join(f"{k}={shown(v)}" for k, v in named.items())
+        label = ", ".join(t for t in (method, rest) if t)
+        groups.append((styles.order(method), label, styles.of(method, rest), rows))
+    groups.sort(key=lambda g: g[0])
+    return [(label, style, rows) for _, label, style, rows in groups]
+
+
+def _against_axis(summary: pd.DataFrame, x_name: str, keys: Sequence[str], metrics: Sequence[Metric],
+                  styles: _Styles) -> Figure:
+    """Each metric against the column ``x_name``: points with their interval, one series per value
+    of ``keys`` (method and the other sweep values); payloads on a log axis (a zero cannot be shown
+    there, and is named), the rest on a linear axis from zero."""
+    numeric = pd.api.types.is_numeric_dtype(summary[x_name]) and not pd.api.types.is_bool_dtype(summary[x_name])
+    categories = list(dict.fromkeys(summary[x_name]))
+    if x_name == "method":
+        categories.sort(key=styles.order)
+    series = _series(summary, [k for k in keys if k != x_name], styles)
+    figure = Figure(figsize=(4.6 * len(metrics) + 2.2, 3.8), layout="constrained")
+    for ax, metric in zip(np.atleast_1d(figure.subplots(1, len(metrics))), metrics):
+        scale = 100 if metric.percent else 1
+        hidden, highest = [], 0.0
+        for number, (label, style, rows) in enumerate(series):
+            x = rows[x_name].to_numpy(float) if numeric else np.array([categories.index(v) for v in rows[x_name]], float)
+            if not numeric and len(series) > 1:
+                x = x + 0.08 * (number - (len(series) - 1) / 2)  # side by side, not on top of each other
+            y = rows[metric.column].to_numpy(float) * scale
+            errors = None
+            if metric.lo and metric.hi:
+                lo, hi = rows[metric.lo].to_numpy(float) * scale, rows[metric.hi].to_numpy(float) * scale
+                errors = np.nan_to_num(np.clip([y - lo, hi - y], 0, None))
+            keep = y > 0 if metric.log else np.isfinite(y)
+            if metric.log and not keep.all():
+                hidden.append(label or "a series")
+            if keep.any():
+                highest = max(highest, np.nanmax(y[keep] + (0 if errors is None else errors[1][keep])))
+                ax.errorbar(x[keep], y[keep], yerr=None if errors is None else errors[:, keep], capsize=3, lw=1,
+                            linestyle="-" if numeric else "none", label=label or None, **style)
+        if metric.log:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(0, 1.08 * highest or 1)  # from zero, the highest point and its interval inside
+        if hidden:
+            ax.annotate(f"0, not on a log axis: {', '.join(hidden)}", (0.02, 0.02), xycoords="axes fraction", fontsize=7)
+        if numeric:
+            ax.set_xticks(sorted(set(summary[x_name].astype(float))))
+        else:
+            ax.set_xticks(range(len(categories)), [shown(c) for c in categories])
+        ax.set(xlabel=x_name.removeprefix("sweep_"), title=metric.label,
+               ylabel=metric.label + (" (%)" if metric.percent and "%" not in metric.label else ""))
+        ax.grid(alpha=0.3)
+    if any(label for label, _, _ in series):
+        figure.legend(*figure.axes[0].get_legend_handles_labels(), loc="outside right upper", fontsize=8)
+    return figure
+
+
+def _curve_figure(curves: list[tuple[Cell, Curve]], names: dict[str, str], styles: _Styles) -> Figure:
+    """One domain curve across cells: per cell and method a line, its band shaded."""
+    first = curves[0][1]
+    figure = Figure(figsize=(7.5, 4.2), layout="constrained")
+    ax = figure.add_subplot()
+    several = len({cell.source for cell, _ in curves}) > 1
+    frame = pd.concat([curve.frame.assign(**({"experiment": cell.source} if several else {}),
+                                          **{names[a]: shown(v) for a, v in cell.axes.items() if names[a] != "method"})
+                       for cell, curve in curves], ignore_index=True)
+    keys = [c for c in dict.fromkeys(("experiment", "method", *names.values())) if c in frame.columns]
+    for label, style, part in _series(frame, keys, styles):
+        ax.plot(part["x"], part["y"], label=label, markersize=4, lw=1, **style)
+        ax.fill_between(part["x"], part["y_lo"], part["y_hi"], alpha=0.15, color=style["color"])
+    if first.xlog:
+        ax.set_xscale("log")
+    ax.set(xlabel=first.xlabel, ylabel=first.ylabel, title=first.ylabel + " against " + first.xlabel.split(" (")[0])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return figure
+
+
+def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
+           metric_names: Sequence[str] | None = None) -> pd.DataFrame:
+    """Summarise ``folders`` into ``out`` (``summary.csv``, ``figures/``), print the table, return
+    the numeric summary."""
+    cells = [cell for folder in folders for cell in cells_of(Path(folder))]
+    kinds = sorted({cell.domain for cell in cells})
+    if len(kinds) > 1:
+        raise FrdError(f"one domain per report: these folders hold {' and '.join(kinds)}")
+    domain = get_domain(kinds[0])
+    axes = list(dict.fromkeys(axis for cell in cells for axis in cell.axes))
+    chosen = _chosen_axes(by, axes)
+    sources = len({cell.source for cell in cells}) > 1
+    frames, curves = [], []
+    for cell in cells:
+        found = _summarised(domain, cell)
+        if found is not None:
+            frames.append(_with_axes(found[0], cell, sources))
+            curves += [(cell, curve) for curve in found[1]]
+    if not frames:
+        raise FrdError(f"no finished runs in {', '.join(map(str, folders))} yet")
+    summary, names = _axis_columns(pd.concat(frames, ignore_index=True), axes)
+    metrics = _metrics(domain, summary, metric_names)
+    if by:  # numbers in order, names in the order the experiment lists them
+        def rank(values: pd.Series) -> pd.Series:
+            return values if pd.api.types.is_numeric_dtype(values) else values.map(list(dict.fromkeys(values)).index)
+        summary = summary.sort_values([names[a] for a in chosen], key=rank, kind="stable",
+                                      na_position="last").reset_index(drop=True)
+    atomic_write_csv(summary, out / "summary.csv")
+    with pd.option_context("display.width", 250, "display.max_columns", None, "display.max_colwidth", 60):
+        print(table(summary, [names[a] for a in dict.fromkeys([*chosen, *axes])], metrics).to_string(index=False))
+    styles = _Styles(domain)
+    plotted = [m for m in metrics if m.plot]
+    keys = [c for c in dict.fromkeys(("experiment", "method", *names.values())) if c in summary.columns]
+    for axis in chosen:
+        if plotted:
+            _save(_against_axis(summary, names[axis], keys, plotted, styles), out / FIGURES / column(axis))
+    for name in dict.fromkeys(curve.name for _, curve in curves):
+        _save(_curve_figure([(c, k) for c, k in curves if k.name == name], names, styles), out / FIGURES / name)
+    print(f"\nsummary.csv and {FIGURES}/ in {out}/")
+    return summary
+
+
+def _chosen_axes(by: Sequence[str] | None, axes: Sequence[str]) -> list[str]:
+    if by is None:
+        return list(axes)
+    chosen = []
+    for name in by:
+        axis = name.replace("_", "-")
+        if axis not in axes:
+            known = ", ".join(axes) if axes else "none: these folders sweep nothing"
+            raise FrdError(f"--by {name}: not a sweep axis here (axes: {known}){suggest(axis, axes)}")
+        chosen.append(axis)
+    return chosen
+
+
+def _names(text: str | None) -> list[str] | None:
+    return None if text is None else [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.out is None and len(args.folders) > 1:
+        raise FrdError("reporting several folders needs --out R: where summary.csv and figures/ go")
+    out = Path(args.out or args.folders[0])
+    report([Path(f) for f in args.folders], out, _names(args.by), _names(args.metric))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="summary.csv, the table and figures of experiments or results folders; runs nothing",
+                       description="The summary of experiments (frd run, or a command that swept) and results "
+                                   "folders from their verified runs: summary.csv (numbers, a column per sweep axis), "
+                                   "the printed table, and figures per axis (PNG and PDF). Nothing runs.")
+    p.add_argument("folders", nargs="+", metavar="DIR", help="an experiment (frd run's --out) or a results folder")
+    p.add_argument("--by", metavar="AXIS,…", help="sweep axes to order the table by and to draw against (default every axis)")
+    p.add_argument("--metric", metavar="COLUMN,…", help="summary.csv columns to show and draw (default the domain's headline)")
+    p.add_argument("--out", metavar="R", help="folder of summary.csv and figures/ (default DIR, when one is given)")
+    p.set_defaults(run=_run)
+

@@ -1,0 +1,39 @@
+"""RL's part of experiment files and sweep reports (``frd run``, ``frd report``): a cell's config
+from the flags of ``frd rl``, its numeric summary, and the columns a sweep report shows."""
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+
+from frd.domains import Metric
+from frd.errors import FrdError
+from frd.results import ResultStore
+from frd.rl import cli
+from frd.rl.config import RLConfig
+from frd.rl.experiment import report
+
+HEADLINE = (
+    Metric("runs", "runs", plot=False),
+    Metric("completed_frac", "completed", percent=True),
+    Metric("mission_episodes_median", "mission episodes [95% CI]", lo="mission_episodes_median_lo",
+           hi="mission_episodes_median_hi"),
+    Metric("bits_up_per_agent_round", "bits up/agent/round", log=True),
+    Metric("bits_up_total", "bits up until the mission", log=True),
+)
+"""Job 2's table [issue 41]: per cell, the median mission episodes with its 95 % bootstrap interval,
+one agent's uplink per round, and all agents' uplink until the mission."""
+
+
+def experiment_config(args: argparse.Namespace) -> RLConfig:
+    """The config of ``frd rl``'s flags, validated."""
+    if args.single_agent_reference:
+        raise FrdError("--single-agent-reference is not run in a sweep: run frd rl for it")
+    config = cli.config_from_args(args, (args.method,))
+    config.validate()
+    return config
+
+
+def summary(config: RLConfig, store: ResultStore) -> pd.DataFrame:
+    """``rl_summary`` of ``config``'s runs (``summary.csv``, ``mission.png``, ``payload.png``)."""
+    return report(store, config)

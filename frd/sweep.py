@@ -1,0 +1,171 @@
+"""Sweeps: ``frd run EXPERIMENT.toml`` and a domain command that sweeps (``frd rl --grid 5,10,30``,
+``--sweep grid=5,10,30``) run the cells of one experiment (``frd.experiment_file``) one after
+another, each through its domain's own engine, then report them (``frd.report``).
+
+The record, in the output folder ``OUT`` [our choice]:
+
+- ``experiment.toml``: the resolved experiment (written once every cell's config has been built
+  and checked); a rerun with another experiment is refused, naming the settings that differ;
+- ``cells/<cell id>/``: one results folder per cell (``grid=5``, ``method=frd,agents=2``), exactly
+  as the domain's command writes it (tables, parts and manifests, ``config.json``, summary and
+  figures), so resume, verification and ``frd export tensorboard`` work per cell;
+- ``summary.csv`` and ``figures/``: the report across the cells.
+
+A rerun of the same experiment into ``OUT`` runs only the runs that are missing.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, NoReturn
+
+from frd.backends import Backend, RaySession, add_backend_arguments, backend_from_args
+from frd.domains import Domain, get_domain
+from frd.errors import FrdError
+from frd.experiment_file import CELLS, RECORD, SWEEP_FLAG, Command, Experiment, given_settings, read_file, resolve, split_inline
+from frd.report import report
+from frd.results import SHOWN_DIFFERENCES, atomic_write_text, differences
+from frd.tensorboard import add_tensorboard_flag, require_tensorboard
+
+
+class _Refusing(argparse.ArgumentParser):
+    """A cell's arguments are checked by the domain's own parser; its complaint becomes an ``FrdError``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise FrdError(message)
+
+
+def add_run_flags(parser: argparse.ArgumentParser, out_help: str) -> None:
+    """Where an experiment's runs go and how they run: no settings of the experiment."""
+    parser.add_argument("--out", metavar="DIR", help=out_help)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_backend_arguments(parser)
+    add_tensorboard_flag(parser)
+
+
+def _run_level() -> set[str]:
+    parser = argparse.ArgumentParser(add_help=False)
+    add_run_flags(parser, "")
+    return {o[2:] for a in parser._actions for o in a.option_strings}
+
+
+def experiment_parser(domain: Domain) -> argparse.ArgumentParser:
+    """The parser of ``domain``'s experiment command (``frd <domain name>``), its own flags."""
+    root = _Refusing(prog="frd", add_help=False)
+    commands = root.add_subparsers(parser_class=_Refusing)
+    domain.register(commands)
+    if domain.name not in commands.choices:
+        raise FrdError(f"the domain {domain.name} has no experiment command frd {domain.name}")
+    return commands.choices[domain.name]
+
+
+def command(domain: Domain) -> Command:
+    """The flags of ``domain``'s experiment command as the settings of an experiment."""
+    return Command(domain.name, experiment_parser(domain), _run_level())
+
+
+def add_sweep_flag(parser: argparse.ArgumentParser) -> None:
+    """``--sweep`` on a domain's experiment command (taken off the command line before it parses:
+    ``inline``)."""
+    parser.add_argument(SWEEP_FLAG, action="append", metavar="KEY=V1,V2,…",
+                        help="run one cell per value (repeatable: the cells are the product), the same record as frd run; "
+                             "a number's or a choice's flag given as V1,V2,… sweeps too (not --method)")
+
+
+def inline_axes(domain: str, argv: list[str]) -> tuple[dict[str, list[str]], list[str]] | None:
+    """The axes a command line of ``domain``'s experiment command sweeps and the arguments left;
+    None when it sweeps nothing (the command runs as usual)."""
+    axes, rest = split_inline(command(get_domain(domain)), argv)
+    return (axes, rest) if axes else None
+
+
+def run_inline(domain: str, axes: dict[str, list[str]], rest: list[str], args: argparse.Namespace) -> int:
+    """Run the experiment of a command line that sweeps (``rest`` parsed as ``args``: well formed)."""
+    cmd = command(get_domain(domain))
+    experiment = resolve(cmd, given_settings(cmd, rest), axes, f"{SWEEP_FLAG}: ")
+    if not args.out:
+        raise FrdError("a sweep needs --out DIR: its record goes there")
+    return run_experiment_cells(experiment, Path(args.out), backend_from_args(args), not args.no_progress,
+                                args.tensorboard)
+
+
+def _checked_configs(experiment: Experiment, domain: Domain, out: Path, where: str) -> list[tuple[str, Any]]:
+    """(cell id, config) of every cell, each built and checked by the domain before anything is written."""
+    parser = experiment_parser(domain)
+    cmd = Command(domain.name, parser, _run_level())
+    configs = []
+    for cell in experiment.cells():
+        try:
+            args = parser.parse_args([*experiment.arguments(cmd, cell), "--out", str(out / CELLS / cell.id)])
+            configs.append((cell.id, domain.experiment_config(args)))
+        except FrdError as exc:
+            raise FrdError(f"{where}cell {cell.id}: {exc}") from None
+    return configs
+
+
+def _claim(out: Path, experiment: Experiment) -> None:
+    """``out`` holds this experiment (or nothing yet): write its record, or refuse another one."""
+    record = out / RECORD
+    if record.exists():
+        try:
+            domain, settings, axes = read_file(record)
+        except FrdError as exc:
+            raise FrdError(f"{record} cannot be read ({exc}); use another --out") from None
+        old = Experiment(domain, settings, axes).flat()
+        changed = differences({"common": old, "methods": {}}, {"common": experiment.flat(), "methods": {}})
+        if changed:
+            shown = ", ".join(changed[:SHOWN_DIFFERENCES]) + (", …" if len(changed) > SHOWN_DIFFERENCES else "")
+            raise FrdError(f"{out} holds another experiment ({shown}); use another --out or delete that folder")
+        return
+    if (out / "config.json").exists():
+        raise FrdError(f"{out} holds the results of one frd command, not an experiment; use another --out")
+    if out.exists() and not out.is_dir():
+        raise FrdError(f"cannot create output folder {out}: it is a file; choose another --out")
+    atomic_write_text(record, experiment.toml())
+
+
+def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, progress: bool,
+                         tensorboard: str | None, where: str = "") -> int:
+    """Check every cell, claim ``out``, run each cell's missing runs, then report them all."""
+    domain = get_domain(experiment.domain)
+    configs = _checked_configs(experiment, domain, out, where)
+    if tensorboard is not None:
+        require_tensorboard()
+    _claim(out, experiment)
+    with nullcontext() if backend.local else RaySession(backend):  # one Ray for every cell
+        for number, (cell, config) in enumerate(configs, 1):
+            if progress:
+                print(f"cell {number}/{len(configs)}: {cell}", file=sys.stderr)
+            domain.run_experiment(config, out / CELLS / cell, backend, progress,
+                                  tensorboard=None if tensorboard is None else Path(tensorboard) / cell)
+    report([out], out)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = Path(args.experiment)
+    domain_name, settings, axes = read_file(path)
+    where = f"{path.name}: "
+    experiment = resolve(command(get_domain(domain_name)), settings, axes, where)
+    out = Path(args.out) if args.out else Path("results") / path.stem
+    if args.print:
+        domain = get_domain(domain_name)
+        configs = _checked_configs(experiment, domain, out, where)
+        runs = {cell: len(domain.run_ids(config)) for cell, config in configs}
+        for cell, count in runs.items():
+            print(f"{cell}: {count} runs")
+        print(f"{len(runs)} cells, {sum(runs.values())} runs, into {out}/")
+        return 0
+    return run_experiment_cells(experiment, out, backend_from_args(args), not args.no_progress, args.tensorboard, where)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run an experiment file: one cell per combination of its [sweep] axes",
+                       description="Run the cells of an experiment file (TOML: domain = \"rl\" or \"cls\", any flag "
+                                   "of that command as a key, [sweep] axes as lists), then report them.")
+    p.add_argument("experiment", metavar="EXPERIMENT.toml", help="the experiment file")
+    add_run_flags(p, "results folder (default results/<file name without .toml>; rerun to resume)")
+    p.add_argument("--print", action="store_true", help="show the cells and their runs; run nothing")
+    p.set_defaults(run=_run)

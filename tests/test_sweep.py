@@ -1,0 +1,297 @@
+"""Experiments as files and inline sweeps (issue 41): ``frd run FILE``, ``frd rl --grid 5,10``
+and ``frd report``. A file is checked whole before anything is written; the file form and the
+inline form of one sweep give the same record; each cell's tables are those of a plain ``frd rl``
+of that cell; a rerun resumes; ``frd report`` redraws the summary from the record alone."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+import frd.rl.experiment as rl_experiment
+from frd.backends import LOCAL
+from frd.cli import main
+from frd.domains import get_domain
+from frd.errors import FrdError
+from frd.experiment_file import Experiment, read_file, resolve, split_inline
+from frd.results import save_figure
+from frd.sweep import command
+
+TINY = {"method": "frd", "agents": 2, "seeds": 2, "max-episodes": 30, "period": 10, "hidden": 8}
+"""A sweep's base settings: two agents, two seeds, three exchange rounds of 30 episodes."""
+TINY_FILE = 'domain = "rl"\nmethod = "frd"\nagents = 2\nseeds = 2\nmax_episodes = 30\nperiod = 10\nhidden = 8\n'
+TINY_ARGS = ["--method", "frd", "--agents", "2", "--seeds", "2", "--max-episodes", "30", "--period", "10", "--hidden", "8",
+             "--no-progress"]
+TABLES = ("runs", "episodes", "ledger", "rounds")
+TIMINGS = ("compute_s", "comm_s", "seconds", "comm_seconds")
+"""Wall-clock columns: the only ones two runs of one config may differ in."""
+
+
+def _table(path: Path) -> pd.DataFrame:
+    frame = pd.read_csv(path)
+    return frame.drop(columns=[c for c in TIMINGS if c in frame.columns])
+
+
+def _blank(*args) -> None:
+    save_figure(Figure(figsize=(1, 1)), next(a for a in args if isinstance(a, Path)))
+
+
+@pytest.fixture(autouse=True)
+def blank_cell_figures(monkeypatch):
+    """Each RL cell's own figures drawn blank (written as usual); the report's are real."""
+    monkeypatch.setattr(rl_experiment, "plot_mission", _blank)
+    monkeypatch.setattr(rl_experiment, "plot_payload", _blank)
+
+
+def _write(folder: Path, text: str, name: str = "exp.toml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+    return folder / name
+
+
+# ---- checked before anything is written ----
+
+@pytest.mark.parametrize("text, message", [
+    (TINY_FILE + "gird = 5\n", r"exp.toml: unknown key 'gird' \(not a flag of frd rl\); did you mean grid\?"),
+    (TINY_FILE + 'out = "x"\n', r"exp.toml: out is not a setting of the experiment: give --out"),
+    (TINY_FILE.replace('domain = "rl"\n', ""), r'exp.toml: name the domain, e.g. domain = "rl"'),
+    (TINY_FILE.replace('"rl"', '"dqn"'), r"unknown domain 'dqn'; installed: "),
+    (TINY_FILE + 'grid = "ten"\n', r"exp.toml: grid: expected an integer, got 'ten'"),
+    (TINY_FILE + "recipe = 3.5\n[sweep]\ngrid = [5]\n", r"cell grid=5: unknown A2C recipe '3.5'"),
+    (TINY_FILE.replace("agents = 2", "agents = [2, 4]"), r"exp.toml: agents takes one value, got \[2, 4\]; to sweep it"),
+    (TINY_FILE + "[sweep]\ngrid = 5\n", r"exp.toml: the axis grid needs a list of values"),
+    (TINY_FILE + "[sweep]\ngrid = [5, 10, 5]\n", r"exp.toml: the axis grid lists 5 twice"),
+    (TINY_FILE + "[sweep]\nagents = [4]\n", r"exp.toml: agents is both set and swept"),
+    (TINY_FILE + "[sweep]\nfirst-seed = [3]\nfirst_seed = [4]\n", r"exp.toml: first-seed is swept twice"),
+    (TINY_FILE + "max-episodes = 30\n", r"exp.toml: max-episodes is given twice"),
+    (TINY_FILE + "single-agent-reference = 1\n", r"exp.toml: single-agent-reference is a switch: true or false, got 1"),
+    (TINY_FILE + "grid = \n", r"exp.toml: not TOML: "),
+    (TINY_FILE + "[sweep]\nwindow = [10, 0]\n", r"exp.toml: cell window=0: --window must be at least 1, got 0"),
+    (TINY_FILE.replace('"frd"', '"pd"') + "grid = 5\n", r"cell base: --grid is an option of frd, mixfrd, not of pd"),
+    (TINY_FILE + "single-agent-reference = true\n", r"--single-agent-reference is not run in a sweep"),
+])
+def test_a_bad_file_is_one_line_and_writes_nothing(text, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(_write(tmp_path, text)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert re.search(message, err), err
+    assert not out.exists()
+
+
+def test_a_bad_value_names_its_key(tmp_path):
+    cmd = command(get_domain("rl"))
+    with pytest.raises(FrdError, match=r"^f.toml: grid: expected an integer, got '5.5'"):
+        resolve(cmd, {"grid": 5.5}, {}, "f.toml: ")
+    with pytest.raises(FrdError, match=r"^f.toml: partition: choose one of iid, mix2fld, dirichlet, got 'zipf'"):
+        resolve(command(get_domain("cls")), {}, {"partition": ["iid", "zipf"]}, "f.toml: ")
+    with pytest.raises(FrdError, match=r"^--sweep: unknown key 'seed' \(not a flag of frd rl\); did you mean seeds"):
+        split_inline(cmd, ["--sweep", "seed=1,2"])
+    with pytest.raises(FrdError, match=r"--sweep takes KEY=V1,V2,…, e.g. --sweep grid=5,10,30; got 'grid'"):
+        split_inline(cmd, ["--sweep", "grid"])
+    with pytest.raises(FrdError, match=r"^--sweep: grid is swept twice"):
+        split_inline(cmd, ["--grid", "5,10", "--sweep", "grid=30,50"])
+
+
+# ---- the command line: which comma lists sweep ----
+
+def test_only_a_number_or_a_choice_given_as_a_comma_list_sweeps():
+    rl = command(get_domain("rl"))
+    axes, rest = split_inline(rl, ["--method", "frd", "--grid", "5,10,30", "--agent-spec", "h=32,lr=3e-4;h=64",
+                                   "--channel-opt", "p_up_dbm=10,preset=symmetric", "--target=1e9,2e9", "--out", "X"])
+    assert axes == {"grid": ["5", "10", "30"], "target": ["1e9", "2e9"]}
+    assert rest == ["--method", "frd", "--agent-spec", "h=32,lr=3e-4;h=64", "--channel-opt", "p_up_dbm=10,preset=symmetric",
+                    "--out", "X"]
+    assert split_inline(rl, ["--grid", "5", "--frl-critic", "no"]) == ({}, ["--grid", "5", "--frl-critic", "no"])
+    assert split_inline(rl, ["--sweep", "agents=2,4", "--sweep=method=frd,pd"])[0] == {"agents": ["2", "4"],
+                                                                                       "method": ["frd", "pd"]}
+    cls = command(get_domain("cls"))
+    assert split_inline(cls, ["--method", "fl,fd", "--partition", "iid,dirichlet"]) == (
+        {"partition": ["iid", "dirichlet"]}, ["--method", "fl,fd"])  # --method fl,fd is the command's own
+
+
+def test_the_inline_form_resolves_to_the_files_experiment(tmp_path):
+    rl = command(get_domain("rl"))
+    path = _write(tmp_path, TINY_FILE + "target = inf\n[sweep]\ngrid = [5, 10]\ndistill-lr = [1e-3, 0.01]\n")
+    domain, settings, axes = read_file(path)
+    from_file = resolve(rl, settings, axes, "")
+    from_line = resolve(rl, {**{k: str(v) for k, v in TINY.items()}, "target": "inf"},
+                        {"grid": ["5", "10"], "distill-lr": ["0.001", "1e-2"]}, "")
+    assert from_file == from_line and from_file.toml() == from_line.toml()
+    assert "agents" not in from_file.settings  # 2, the default: given or not, the same experiment
+    assert [c.id for c in from_file.cells()] == ["grid=5,distill-lr=0.001", "grid=5,distill-lr=0.01",
+                                                 "grid=10,distill-lr=0.001", "grid=10,distill-lr=0.01"]
+    again = _write(tmp_path, from_file.toml(), "record.toml")  # the record reads back as the same experiment
+    assert resolve(rl, *read_file(again)[1:], "") == from_file
+    assert Experiment("rl", {}, {}).cells()[0].id == "base"
+
+
+# ---- one sweep, from a file and from the command line ----
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    """The tiny grid sweep from a file and inline, and a plain ``frd rl`` of each cell (the cells'
+    own figures drawn blank: the report's are real)."""
+    root = tmp_path_factory.mktemp("sweeps")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rl_experiment, "plot_mission", _blank)
+        patch.setattr(rl_experiment, "plot_payload", _blank)
+        path = _write(root, TINY_FILE + "[sweep]\ngrid = [5, 10]\n", "grid.toml")
+        assert main(["run", str(path), "--out", str(root / "file"), "--no-progress"]) == 0
+        assert main(["rl", *TINY_ARGS, "--grid", "5,10", "--out", str(root / "inline")]) == 0
+        for grid in (5, 10):
+            assert main(["rl", *TINY_ARGS, "--grid", str(grid), "--out", str(root / f"plain-{grid}")]) == 0
+    return root
+
+
+def test_the_file_and_the_inline_sweep_give_the_same_record(sweeps):
+    file, inline = sweeps / "file", sweeps / "inline"
+    assert (file / "experiment.toml").read_text() == (inline / "experiment.toml").read_text()
+    assert sorted(p.name for p in (file / "cells").iterdir()) == ["grid=10", "grid=5"]
+    for cell in ("grid=5", "grid=10"):
+        for table in TABLES:
+            pd.testing.assert_frame_equal(_table(file / "cells" / cell / f"{table}.csv"),
+                                          _table(inline / "cells" / cell / f"{table}.csv"), check_exact=True)
+    pd.testing.assert_frame_equal(_table(file / "summary.csv"), _table(inline / "summary.csv"), check_exact=True)
+
+
+@pytest.mark.parametrize("grid", [5, 10])
+def test_each_cell_holds_the_tables_of_a_plain_frd_rl_of_that_cell(sweeps, grid):
+    for table in [*TABLES, "summary"]:
+        pd.testing.assert_frame_equal(_table(sweeps / "file" / "cells" / f"grid={grid}" / f"{table}.csv"),
+                                      _table(sweeps / f"plain-{grid}" / f"{table}.csv"), check_exact=True, obj=table)
+
+
+def test_the_summary_is_numbers_per_cell_with_the_axis_in_front(sweeps):
+    summary = pd.read_csv(sweeps / "file" / "summary.csv")
+    assert list(summary.columns[:2]) == ["grid", "method"] and summary["grid"].tolist() == [5, 10]
+    assert all(pd.api.types.is_numeric_dtype(summary[c]) for c in summary.columns if c != "method")
+    for grid, row in summary.set_index("grid").iterrows():
+        runs = pd.read_csv(sweeps / f"plain-{grid}" / "runs.csv")
+        assert row["bits_up_per_agent_round"] == (runs["bits_up"] / runs["rounds"] / 2).median()
+        assert row["bits_up_total"] == runs["bits_up"].median()
+        assert row["mission_episodes_median"] == runs["mission_episodes"].median()
+    small, large = summary["bits_up_per_agent_round"]
+    assert small < large  # a finer grid sends more cells
+
+
+def test_the_table_shows_per_grid_episodes_and_bits(sweeps, tmp_path, capsys):
+    assert main(["report", str(sweeps / "file"), "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["grid", "method"] and "bits up/agent/round" in lines[0]
+    summary = pd.read_csv(sweeps / "file" / "summary.csv")
+    for line, (_, row) in zip(lines[1:3], summary.iterrows()):
+        words = line.split()
+        assert words[:3] == [str(row["grid"]), "frd", "2"]
+        assert words[-2:] == [f"{row['bits_up_per_agent_round']:.0f}", f"{row['bits_up_total']:.0f}"]
+
+
+def test_report_reproduces_the_summary_from_the_record_and_draws_png_and_pdf(sweeps, tmp_path, capsys):
+    assert main(["report", str(sweeps / "file"), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "summary.csv").read_bytes() == (sweeps / "file" / "summary.csv").read_bytes()
+    assert {p.name for p in (tmp_path / "figures").iterdir()} == {"grid.png", "grid.pdf"}
+    first = (tmp_path / "figures" / "grid.pdf").read_bytes()
+    assert main(["report", str(sweeps / "file"), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "figures" / "grid.pdf").read_bytes() == first  # no date in the PDF: a redraw is the same file
+
+
+def test_a_rerun_resumes_without_computing_anything(sweeps, capsys):
+    parts = sorted((sweeps / "inline" / "cells").glob("*/parts/*/*"))
+    before = {p: p.stat().st_mtime_ns for p in parts}
+    assert main(["rl", *TINY_ARGS, "--grid", "5,10", "--out", str(sweeps / "inline")]) == 0
+    assert main(["rl", *TINY_ARGS, "--sweep", "grid=5,10", "--out", str(sweeps / "inline")]) == 0
+    assert {p: p.stat().st_mtime_ns for p in parts} == before
+    assert sorted((sweeps / "inline" / "cells").glob("*/parts/*/*")) == parts
+
+
+def test_another_experiment_in_the_same_folder_is_refused_naming_what_differs(sweeps, tmp_path, capsys):
+    record = (sweeps / "file" / "experiment.toml").read_text()
+    path = _write(tmp_path, TINY_FILE.replace("hidden = 8", "hidden = 16") + "[sweep]\ngrid = [5, 10, 30]\n")
+    assert main(["run", str(path), "--out", str(sweeps / "file")]) == 2
+    assert (f"{sweeps / 'file'} holds another experiment (hidden: 8 → 16, sweep.grid: [5, 10] → [5, 10, 30]); "
+            "use another --out") in capsys.readouterr().err
+    assert (sweeps / "file" / "experiment.toml").read_text() == record
+    assert main(["rl", *TINY_ARGS, "--grid", "5,10", "--out", str(sweeps / "plain-5")]) == 2
+    assert "holds the results of one frd command, not an experiment" in capsys.readouterr().err
+
+
+def test_report_leaves_out_a_damaged_run_and_names_it(sweeps, tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(sweeps / "file", copy)
+    part = copy / "cells" / "grid=5" / "parts" / "runs" / "frd-seed1.csv"
+    part.write_text(part.read_text().replace("frd-seed1", "frd-seed9"))
+    assert main(["report", str(copy)]) == 0
+    assert "frd-seed1 is run again: parts/runs/frd-seed1.csv is truncated or altered" in capsys.readouterr().err
+    summary = pd.read_csv(copy / "summary.csv")
+    assert summary["runs"].tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--by", "gird"], r"--by gird: not a sweep axis here \(axes: grid\); did you mean grid\?"),
+    (["--metric", "bits_up"], r"--metric bits_up: no such column in summary.csv; did you mean bits_up_total"),
+])
+def test_report_refuses_an_unknown_axis_or_column(sweeps, args, message, tmp_path, capsys):
+    assert main(["report", str(sweeps / "file"), *args, "--out", str(tmp_path)]) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_report_of_several_folders_needs_out_and_one_domain(sweeps, tmp_path, capsys):
+    assert main(["report", str(sweeps / "plain-5"), str(sweeps / "plain-10")]) == 2
+    assert "reporting several folders needs --out R" in capsys.readouterr().err
+    assert main(["report", str(sweeps / "plain-5"), str(sweeps / "plain-10"), "--out", str(tmp_path)]) == 0
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert summary["experiment"].tolist() == ["plain-5", "plain-10"]
+    assert main(["report", str(tmp_path)]) == 2
+    assert "holds neither an experiment (experiment.toml) nor results (config.json)" in capsys.readouterr().err
+
+
+def test_print_lists_the_cells_and_runs_and_writes_nothing(tmp_path, capsys):
+    path = _write(tmp_path, 'domain = "rl"\nseeds = 2\n[sweep]\nagents = [2, 4]\nmethod = ["frd", "independent"]\n')
+    assert main(["run", str(path), "--print", "--out", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "agents=2,method=frd: 2 runs", "agents=2,method=independent: 2 runs", "agents=4,method=frd: 2 runs",
+        "agents=4,method=independent: 2 runs", f"4 cells, 8 runs, into {tmp_path / 'out'}/"]
+    assert not (tmp_path / "out").exists()
+
+
+# ---- classification ----
+
+def test_a_classification_file_sweeps_methods_and_draws_accuracy_against_uplink(tmp_path, capsys):
+    path = _write(tmp_path, 'domain = "cls"\ndataset = "digits"\nrounds = 2\ndevices = 3\n'
+                            '[sweep]\nmethod = ["fl", "fd"]\niterations = [1, 2]\n')
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    out = tmp_path / "out"
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary.columns[:2]) == ["sweep_iterations", "method"]  # the summary's iterations are a run's total
+    assert summary[["method", "sweep_iterations", "iterations"]].values.tolist() == [
+        ["fl", 1, 2], ["fl", 2, 4], ["fd", 1, 2], ["fd", 2, 4]]
+    for method, iterations in (("fl", 2), ("fd", 1)):
+        cell = out / "cells" / f"method={method},iterations={iterations}"
+        runs = pd.read_csv(cell / "runs.csv")
+        row = summary.set_index(["method", "sweep_iterations"]).loc[(method, iterations)]
+        assert row["accuracy_final"] == runs["accuracy"].median() and row["bits_up_total"] == runs["bits_up"].median()
+        assert (cell / "accuracy.png").exists()
+    assert {p.name for p in (out / "figures").iterdir()} == {
+        f"{name}.{form}" for name in ("method", "iterations", "accuracy-vs-uplink") for form in ("png", "pdf")}
+    printed = capsys.readouterr().out
+    assert "device acc % [q25–q75]" in printed and "bits up/device/round" in printed
+
+
+def test_accuracy_against_uplink_ends_at_the_runs_uplink(tmp_path):
+    from frd.classification.methods import cls_config
+    from frd.classification.sweep import accuracy_against_uplink
+    from frd.results import ResultStore
+
+    config = cls_config("fd", rounds=3, iterations_per_round=2, devices=3)
+    get_domain("cls").run_experiment(config, tmp_path, progress=False, backend=LOCAL)
+    store = ResultStore.existing(tmp_path)
+    frame = accuracy_against_uplink(config, store).frame
+    runs, rounds = store.read("runs"), store.read("rounds")
+    exchanged = rounds[(rounds["phase"] == "exchanged") & (rounds["round"] >= 1)]["accuracy"].to_numpy()
+    assert frame["x"].iloc[-1] == runs["bits_up"].iloc[0]  # one seed: every upload counted once
+    assert np.array_equal(frame["y"].to_numpy(), exchanged) and frame["x"].is_monotonic_increasing
