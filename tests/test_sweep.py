@@ -62,7 +62,7 @@ def _write(folder: Path, text: str, name: str = "exp.toml") -> Path:
     (TINY_FILE.replace('domain = "rl"\n', ""), r'exp.toml: name the domain, e.g. domain = "rl"'),
     (TINY_FILE.replace('"rl"', '"dqn"'), r"unknown domain 'dqn'; installed: "),
     (TINY_FILE + 'grid = "ten"\n', r"exp.toml: grid: expected an integer, got 'ten'"),
-    (TINY_FILE + "recipe = 3.5\n[sweep]\ngrid = [5]\n", r"cell grid=5: unknown A2C recipe '3.5'"),
+    (TINY_FILE + "recipe = 3.5\n[sweep]\ngrid = [5]\n", r"recipe: choose one of nstep, rlcode, got '3.5'"),
     (TINY_FILE.replace("agents = 2", "agents = [2, 4]"), r"exp.toml: agents takes one value, got \[2, 4\]; to sweep it"),
     (TINY_FILE + "[sweep]\ngrid = 5\n", r"exp.toml: the axis grid needs a list of values"),
     (TINY_FILE + "[sweep]\ngrid = [5, 10, 5]\n", r"exp.toml: the axis grid lists 5 twice"),
@@ -262,7 +262,7 @@ def test_print_lists_the_cells_and_runs_and_writes_nothing(tmp_path, capsys):
 # ---- classification ----
 
 def test_a_classification_file_sweeps_methods_and_draws_accuracy_against_uplink(tmp_path, capsys):
-    path = _write(tmp_path, 'domain = "cls"\ndataset = "digits"\nrounds = 2\ndevices = 3\n'
+    path = _write(tmp_path, 'domain = "cls"\ndataset = "digits"\nrounds = 2\ndevices = 3\nseeds = 1\n'
                             '[sweep]\nmethod = ["fl", "fd"]\niterations = [1, 2]\n')
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     out = tmp_path / "out"
@@ -274,7 +274,7 @@ def test_a_classification_file_sweeps_methods_and_draws_accuracy_against_uplink(
         cell = out / "cells" / f"method={method},iterations={iterations}"
         runs = pd.read_csv(cell / "runs.csv")
         row = summary.set_index(["method", "sweep_iterations"]).loc[(method, iterations)]
-        assert row["accuracy_final"] == runs["accuracy"].median() and row["bits_up_total"] == runs["bits_up"].median()
+        assert row["accuracy_final_median"] == runs["accuracy"].median() and row["bits_up_total"] == runs["bits_up"].median()
         assert (cell / "accuracy.png").exists()
     assert {p.name for p in (out / "figures").iterdir()} == {
         f"{name}.{form}" for name in ("method", "iterations", "accuracy-vs-uplink") for form in ("png", "pdf")}
@@ -287,7 +287,7 @@ def test_accuracy_against_uplink_ends_at_the_runs_uplink(tmp_path):
     from frd.classification.sweep import accuracy_against_uplink
     from frd.results import ResultStore
 
-    config = cls_config("fd", rounds=3, iterations_per_round=2, devices=3)
+    config = cls_config("fd", rounds=3, iterations_per_round=2, devices=3, seeds=1)
     get_domain("cls").run_experiment(config, tmp_path, progress=False, backend=LOCAL)
     store = ResultStore.existing(tmp_path)
     frame = accuracy_against_uplink(config, store).frame
