@@ -24,7 +24,7 @@ def unknown_flag(name: str, known: Iterable[str]) -> str:
     flags = sorted({flag for flag in known if flag.startswith("--")})
     words = set(name.lstrip("-").split("-"))
     near = [flag for flag in flags if flag.startswith(name)]
-    near += difflib.get_close_matches(name, flags, n=3, cutoff=0.75)
+    near += difflib.get_close_matches(name, flags, n=3, cutoff=0.8)
     near += [flag for flag in flags if words <= set(flag[2:].split("-"))]
     near = list(dict.fromkeys(near))[:4]
     return f"unknown flag {name}" + (f"; did you mean {' or '.join(near)}?" if near else "")

@@ -39,8 +39,8 @@ def test_import_frd_is_light_and_lists_its_surface():
                            "'cls_configs', 'rl', 'rl_config']")
     assert frd.rl_config is frd.rl.config.rl_config and frd.FrdError is frd.errors.FrdError
     assert frd.cls_config("fd").method == "fd" and isinstance(frd.cls_config("fd"), frd.ClsConfig)
-    with pytest.raises(AttributeError, match="module 'frd' has no attribute 'report'"):
-        getattr(frd, "report")  # noqa: B009  (the attribute access is the test)
+    with pytest.raises(AttributeError, match="module 'frd' has no attribute 'summarize'"):
+        getattr(frd, "summarize")  # noqa: B009  (the attribute access is the test)
 
 
 def test_rl_config_takes_methods_as_one_comma_separated_text():

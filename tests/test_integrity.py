@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from matplotlib.figure import Figure
 
 import frd.rl.experiment as experiment
 from frd.cli import main
 from frd.errors import FrdError
-from frd.results import ResultStore, ResumeKey, save_figure
+from frd.results import ResultStore, ResumeKey
 from frd.rl import checkpoint as checkpoint_module
+from tests.blank_figures import blank_rl_figures
 
 RL = ["rl", "--method", "independent", "--agents", "2", "--max-episodes", "8", "--period", "2", "--hidden", "8",
       "--target", "1e9", "--no-progress"]
@@ -29,16 +29,10 @@ TIMINGS = ("compute_s", "comm_s")
 """Wall-clock columns: the only ones a rerun may change."""
 
 
-def _blank_figure(*args) -> None:
-    """The real figures take most of a tiny run; this one is written the same way."""
-    save_figure(Figure(figsize=(1, 1)), next(a for a in args if isinstance(a, Path)))
-
-
 @pytest.fixture(autouse=True)
 def blank_figures(monkeypatch):
     """RL figures drawn blank but written as usual (the sites of a full disk are found with the real ones)."""
-    monkeypatch.setattr(experiment, "plot_mission", _blank_figure)
-    monkeypatch.setattr(experiment, "plot_payload", _blank_figure)
+    blank_rl_figures(monkeypatch)
 
 
 def _run(args: list[str], out: Path, capsys) -> tuple[int, list[str]]:

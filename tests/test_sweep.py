@@ -11,16 +11,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.figure import Figure
 
-import frd.rl.experiment as rl_experiment
 from frd.backends import LOCAL
 from frd.cli import main
 from frd.domains import get_domain
 from frd.errors import FrdError
 from frd.experiment_file import Experiment, read_file, resolve, split_inline
-from frd.results import save_figure
 from frd.sweep import command
+from tests.blank_figures import blank_rl_figures
 
 TINY = {"method": "frd", "agents": 2, "seeds": 2, "max-episodes": 30, "period": 10, "hidden": 8}
 """A sweep's base settings: two agents, two seeds, three exchange rounds of 30 episodes."""
@@ -37,15 +35,10 @@ def _table(path: Path) -> pd.DataFrame:
     return frame.drop(columns=[c for c in TIMINGS if c in frame.columns])
 
 
-def _blank(*args) -> None:
-    save_figure(Figure(figsize=(1, 1)), next(a for a in args if isinstance(a, Path)))
-
-
 @pytest.fixture(autouse=True)
 def blank_cell_figures(monkeypatch):
     """Each RL cell's own figures drawn blank (written as usual); the report's are real."""
-    monkeypatch.setattr(rl_experiment, "plot_mission", _blank)
-    monkeypatch.setattr(rl_experiment, "plot_payload", _blank)
+    blank_rl_figures(monkeypatch)
 
 
 def _write(folder: Path, text: str, name: str = "exp.toml") -> Path:
@@ -139,8 +132,7 @@ def sweeps(tmp_path_factory):
     own figures drawn blank: the report's are real)."""
     root = tmp_path_factory.mktemp("sweeps")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(rl_experiment, "plot_mission", _blank)
-        patch.setattr(rl_experiment, "plot_payload", _blank)
+        blank_rl_figures(patch)
         path = _write(root, TINY_FILE + "[sweep]\ngrid = [5, 10]\n", "grid.toml")
         assert main(["run", str(path), "--out", str(root / "file"), "--no-progress"]) == 0
         assert main(["rl", *TINY_ARGS, "--grid", "5,10", "--out", str(root / "inline")]) == 0
