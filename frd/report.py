@@ -16,7 +16,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import matplotlib
 
@@ -28,13 +28,10 @@ from matplotlib.figure import Figure  # noqa: E402
 from frd.domains import Curve, Domain, Metric, domains, get_domain  # noqa: E402
 from frd.errors import FrdError  # noqa: E402
 from frd.experiment_file import CELLS, RECORD, Experiment, read_file, shown, suggest  # noqa: E402
-from frd.results import ResultStore, atomic_write_all, atomic_write_csv  # noqa: E402
+from frd.results import ResultStore, atomic_write_csv, save_figure  # noqa: E402
 from frd.stats import fmt  # noqa: E402
 
 FIGURES = "figures"
-FORMATS = {"png": {}, "pdf": {"CreationDate": None}}
-"""Each figure as PNG (to look at) and PDF (for papers); the PDF without its date, so a redraw of
-the same record gives the same bytes."""
 MARKERS = "osD^vP*X"
 
 
@@ -160,10 +157,8 @@ def table(summary: pd.DataFrame, axes: Sequence[str], metrics: Sequence[Metric])
 
 
 def _save(figure: Figure, stem: Path) -> None:
-    """``stem.png`` and ``stem.pdf``, written together."""
-    def writer(form: str) -> Callable[[Path], object]:
-        return lambda tmp: figure.savefig(tmp, dpi=120, format=form, metadata=FORMATS[form])
-    atomic_write_all({stem.with_suffix(f".{form}"): writer(form) for form in FORMATS})
+    """``stem.png`` (to look at) and ``stem.pdf`` (for papers), written together."""
+    save_figure(figure, stem.with_suffix(".png"), also=(".pdf",))
 
 
 class _Styles:

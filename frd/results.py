@@ -134,11 +134,16 @@ def atomic_write_csv(frame: pd.DataFrame, path: Path) -> None:
     atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
+UNDATED = {"pdf": {"CreationDate": None}}
+"""The metadata that keeps a format's file free of the time it was drawn."""
+
+
 def save_figure(figure: Any, path: Path, also: Sequence[str] = ()) -> None:
     """A matplotlib figure as ``path`` (its suffix the format) and beside it in each format of
-    ``also`` (suffixes: ``(".pdf",)`` for papers), written together like every table."""
+    ``also`` (suffixes: ``(".pdf",)`` for papers), written together like every table; a PDF
+    without its creation date, so that a redraw of the same data gives the same bytes."""
     def writer(fmt: str) -> Callable[[Path], None]:
-        return lambda tmp: figure.savefig(tmp, dpi=120, format=fmt)
+        return lambda tmp: figure.savefig(tmp, dpi=120, format=fmt, metadata=UNDATED.get(fmt))
 
     atomic_write_all({p: writer(p.suffix[1:]) for p in [path, *(path.with_suffix(s) for s in also)]})
 
