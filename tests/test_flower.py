@@ -67,14 +67,23 @@ def deployment(tmp_path_factory):
     even on two deployments, took longer than one after the other.)"""
     processes: list = []
     try:
-        yield start_deployment(2, tmp_path_factory.mktemp("deployment"), processes)
+        folder = tmp_path_factory.mktemp("deployment")
+        yield start_deployment(2, folder, processes), folder
     finally:
         stop(*processes)
         assert all(process.poll() is not None for process in processes)
 
 
-def deployed(deployment: str, flags: list[str], out: Path) -> None:
-    assert main(["flower", "run", "--superlink", deployment, *flags, "--out", str(out), "--no-progress"]) == 0
+def deployed(deployment: tuple[str, Path], flags: list[str], out: Path) -> None:
+    """``frd flower run`` on the deployment; failing (or stopped by the test's time limit), the
+    tail of each of the deployment's logs is printed into the test's report first."""
+    address, folder = deployment
+    try:
+        assert main(["flower", "run", "--superlink", address, *flags, "--out", str(out), "--no-progress"]) == 0
+    except BaseException:
+        for log in sorted(folder.glob("*.log")):
+            print(f"---- {log.name}\n{''.join(log.read_text().splitlines(keepends=True)[-40:])}")
+        raise
 
 
 def test_two_fd_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
