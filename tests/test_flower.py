@@ -21,7 +21,7 @@ import pytest
 
 import frd.flower
 from frd.cli import main
-from frd.flower.launch import LOOPBACK, free_port, start, start_deployment, stop
+from frd.flower.launch import LOOPBACK, free_port, start, start_deployment, stop, warm_command
 from tests.processes import kill_9, kill_all, left_after, start_frd, wait_for
 from tests.test_remote import RTOL
 
@@ -210,7 +210,8 @@ def test_bad_flower_flags_are_one_line(argv, match, capsys):
      "error: <class 'ValueError'>:<'this runner serves frd's app (frd/frd-app), not 'someone/else''>"),
 ])
 def test_the_warm_runner_pushes_the_reply_or_the_error_then_the_status(monkeypatch, fab_id, app, status, reply):
-    """``run_task``'s bookkeeping around frd's ClientApp, with the Runtime API calls recorded."""
+    """``run_task``'s bookkeeping around frd's ClientApp, with the Runtime API calls recorded: the
+    heartbeat stops before the status voids the task's token."""
     import frd.flower.warm as warm
 
     pushed: list = []
@@ -219,11 +220,15 @@ def test_the_warm_runner_pushes_the_reply_or_the_error_then_the_status(monkeypat
         def __init__(self, *args):
             pass
 
-        start = stop = close = lambda self: None
+        start = close = lambda self: None
+
+    class Heartbeat(Quiet):
+        def stop(self):
+            pushed.append("heartbeat stopped")
 
     run = type("Run", (), {"fab_id": fab_id})()
     monkeypatch.setattr(warm, "_runtime_client", lambda *args: Quiet())
-    monkeypatch.setattr(warm, "HeartbeatSender", Quiet)
+    monkeypatch.setattr(warm, "HeartbeatSender", Heartbeat)
     monkeypatch.setattr(warm, "make_task_heartbeat_fn_http", lambda client: None)
     monkeypatch.setattr(warm, "pull_task_input", lambda client: ("message", "context", run, "fab"))
     monkeypatch.setattr(warm, "frd_client", app)
@@ -233,7 +238,25 @@ def test_the_warm_runner_pushes_the_reply_or_the_error_then_the_status(monkeypat
     monkeypatch.setattr(warm, "push_task_output", lambda client, context, sub_status, details:
                         pushed.append(("output", context, sub_status)))
     warm.run_task("127.0.0.1:1", "token")
-    assert pushed == [("message", reply), ("output", "context", status)]
+    assert pushed == [("message", reply), "heartbeat stopped", ("output", "context", status)]
+
+
+def test_a_warm_runner_ignores_sigint_while_its_parent_lives_and_ends_with_it(tmp_path):
+    """Flower's HTTP retry answers a refused task token with a SIGINT to its own process; a warm
+    runner lives on (its node would otherwise serve nothing, and the next run wait for ever), and
+    still ends once its SuperNode (here a ``sleep``) is gone."""
+    parent = start(["sleep", "600"], tmp_path, tmp_path / "parent.log")
+    runner = start(warm_command("client", free_port(), parent.pid), tmp_path, tmp_path / "runner.log")
+    try:
+        wait_for(lambda: "ready" in (tmp_path / "runner.log").read_text(), runner, tmp_path / "runner.log", "runner")
+        runner.send_signal(signal.SIGINT)
+        wait_for(lambda: "SIGINT ignored" in (tmp_path / "runner.log").read_text(), runner, tmp_path / "runner.log",
+                 "the runner's note of the SIGINT")
+        assert runner.poll() is None
+        stop(parent)
+        runner.wait(timeout=30)
+    finally:
+        stop(runner, parent)
 
 
 def test_a_node_started_for_another_number_of_participants_says_so(monkeypatch):

@@ -18,14 +18,26 @@ A runner serves one task at a time, so no task may wait forever: a message's con
 come within ``PULL_S`` fails that task and the runner goes on. (Flower 1.42's SuperNode leaves the
 task of a message it drops because its run has ended, as when a participant was lost; with
 Flower's own limit of two hours, the surviving node served nothing more, and a rerun hung.)
+
+A runner outlives its tasks, which Flower's one-shot app processes do not, so two of Flower's habits
+are kept from ending it. Once a task's status is pushed its token is void, and Flower's HTTP retry
+answers a request refused for its token (401) with a SIGINT to its own process (``flwr.supercore.
+retry.http_retry``): so each task stops its heartbeat and log upload before it pushes its status,
+and a SIGINT ends the runner only once its SuperNode or SuperLink is gone (Flower's parent monitor
+sends one then; Ctrl-C on ``frd flower node`` ends the SuperNode, so the runner follows within
+0.2 s). A runner ended by such a SIGINT left its node serving nothing, and the next run waited on
+it for ever: the likely cause of a test that hung once in six suite runs. [our reading of flwr 1.42]
 """
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import time
-from logging import ERROR
+from logging import ERROR, WARNING
 from pathlib import Path
 from queue import Empty, Queue
+from types import FrameType
 from typing import Callable
 
 import httpx
@@ -121,8 +133,8 @@ def run_task(address: str, token: str) -> None:
             if reply is not None and context is not None:
                 push_message(client, reply, context)
         finally:
+            heartbeat.stop()  # before the status, the token's last use (see the module's docstring)
             push_task_output(client, context, status, details)
-            heartbeat.stop()
             client.close()
 
 
@@ -160,17 +172,35 @@ def run_server_task(address: str, token: str, logs: Queue) -> None:
         log(ERROR, "ServerApp raised an exception", exc_info=ex)
         details = f"ServerApp failed with exception: {ex}"
     finally:
-        if uploader is not None:
+        if uploader is not None:  # the last logs and heartbeat before the status, the token's last use
             flush_logs(logs)
+            stop_log_uploader(logs, uploader)
+        heartbeat.stop()
         try:
             client.PushTaskOutput(PushTaskOutputRequest(context=context_to_proto(context) if context else None,
                                                         sub_status=status, details=details))
         except httpx.HTTPError as err:
             log(ERROR, "Failed to push task output: %s", str(err))
-        if uploader is not None:
-            stop_log_uploader(logs, uploader)
-        heartbeat.stop()
         grid.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _interrupt_once_orphaned(parent_pid: int) -> Callable[[int, FrameType | None], None]:
+    """A SIGINT handler that ends the runner only when ``parent_pid`` is gone (see the module's docstring)."""
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if _alive(parent_pid):
+            log(WARNING, "SIGINT ignored: the runner serves until its SuperNode or SuperLink (PID %d) ends", parent_pid)
+            return
+        raise KeyboardInterrupt
+
+    return on_sigint
 
 
 def _drain(queue: Queue) -> None:
@@ -203,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
         start_parent_process_monitor(args.parent_pid)  # raises SIGINT here when the parent is gone
+        signal.signal(signal.SIGINT, _interrupt_once_orphaned(args.parent_pid))
     print(ready_line(args.app, int(args.runtime_api_address.rpartition(":")[2])), flush=True)  # launch waits for it
     if args.app == "client":
         task_type, run = TaskType.CLIENT_APP, run_task
