@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 from frd.classification.data import load_dataset  # noqa: E402
 from frd.classification.distill_client import SyntheticSet  # noqa: E402
-from frd.classification.distill_server import finetune, gradient_match, union  # noqa: E402
+from frd.classification.distill_server import ServerConfig, finetune, gradient_match, union  # noqa: E402
 from frd.classification.methods import GLOBAL, study_config  # noqa: E402
 from frd.classification.methods.feddualmatch import DatasetDistillation  # noqa: E402
 from frd.classification.runner import run_seed  # noqa: E402
@@ -57,7 +57,7 @@ VARIANTS = {v.label: v for v in (
     Variant("tg20", options={"server_epochs": 20}),
     Variant("server_lr_0.001", server={"finetune_lr": 0.001}),
     Variant("fixed_radius_5", server={"radius": 5.0}),
-    Variant("radius_0", server={"radius": 0.0}),
+    Variant("radius_steps_50", server={"radius_steps": 50}),
     Variant("image_lr_0.1", client={"image_lr": 0.1}),
     Variant("accumulate", accumulate=True),
 )}
@@ -68,10 +68,11 @@ PROBE_ROUNDS = (1, 2, 4, 8, 12, 16)
 
 
 def probe(method: DatasetDistillation, sets: Sequence[SyntheticSet], fresh: torch.nn.Module) -> float:
-    """Quality of a round's synthetic sets alone: the run's initial model, trained as the server
-    trains (gradient matching, then T_g epochs on ∪{S'_k, S_k}) from scratch instead of from the
-    global model, then tested. A generator of its own, so the run's draws are untouched."""
-    config, generator = method.server_config, torch.Generator().manual_seed(0)
+    """Quality of a round's synthetic sets alone: the run's initial model, trained as the default
+    server trains (gradient matching, then T_g = 50 epochs on ∪{S'_k, S_k}, whatever the variant)
+    from scratch instead of from the global model, then tested. A generator of its own, so the
+    run's draws are untouched."""
+    config, generator = ServerConfig.preset("feddualmatch"), torch.Generator().manual_seed(0)
     model = copy.deepcopy(fresh)
     training = list(sets) + gradient_match(model, sets, config.match_iterations, config.match_lr, generator,
                                            config.match_momentum, config.match_model_steps, config.finetune_lr,
@@ -137,18 +138,24 @@ def run_variant(variant: Variant, seed: int, rounds: int, probe_rounds: Sequence
 
 
 def plot(rows: pd.DataFrame, path: Path) -> None:
-    """Accuracy against round per variant: mean over seeds, seeds' range shaded."""
-    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
+    """Per variant, mean over seeds with the seeds' range shaded: (left) the global model's accuracy
+    by round; (right) the fresh-model probe of that round's synthetic sets, where it was taken."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), layout="constrained", sharey=True)
     for i, (label, group) in enumerate(rows.groupby("variant", sort=False)):
-        by = group.groupby("round")["accuracy"]
-        mean, lo, hi = by.mean(), by.min(), by.max()
         seeds = group["seed"].nunique()
-        ax.plot(mean.index, 100 * mean, marker="o", markersize=3, color=f"C{i}", label=f"{label} ({seeds} seeds)")
-        ax.fill_between(mean.index, 100 * lo, 100 * hi, color=f"C{i}", alpha=0.12)
-    ax.set(xlabel="round", ylabel="global test accuracy %",
-           title="FedDualMatch, IID digits: mean over seeds, band min–max")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+        for ax, column in ((left, "accuracy"), (right, "fresh_model_accuracy")):
+            by = group.dropna(subset=[column]).groupby("round")[column]
+            if not len(by):
+                continue
+            mean = by.mean()
+            ax.plot(mean.index, 100 * mean, marker="o", markersize=3, color=f"C{i}", label=f"{label} ({seeds} seeds)")
+            ax.fill_between(mean.index, 100 * by.min(), 100 * by.max(), color=f"C{i}", alpha=0.12)
+    left.set(xlabel="round", ylabel="test accuracy %", title="global model after the round")
+    right.set(xlabel="round", title="fresh model trained on that round's sets (T_g = 50)")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("FedDualMatch on IID digits: mean over seeds, band min–max")
     fig.savefig(path, dpi=120)
 
 
