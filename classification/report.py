@@ -25,41 +25,58 @@ def cls_summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame) 
     device in a run); ``accuracy_final_median`` (the reference device's test accuracy after the last
     round's download) with ``_q25``/``_q75``, the median's 95 % bootstrap interval
     ``_median_lo/_hi``, and the IQM with its 95 % stratified-bootstrap interval ``_iqm/_iqm_lo/_iqm_hi``
-    (intervals NaN below 2 seeds); ``accuracy_best`` and ``best_round`` (the best round ≥ 1 of the
-    reference device's accuracy curve after each download, averaged over seeds);
-    ``accuracy_after_local_median`` (the same device after the last round's local training);
-    ``accuracy_global_median`` (the server's model). Each is NaN where the method has no such model
-    (FedDualMatch keeps no device model, FD no global one).
+    (intervals NaN below 2 seeds); ``accuracy_best_*`` the same of each seed's best accuracy after a
+    download (rounds ≥ 1, of the model ``accuracy_vs_bits`` draws: the reference device, or the
+    global model where devices keep none), and ``best_round_median``/``_q25``/``_q75`` of the round
+    it came in (the first, on ties), as FL papers report best and last;
+    ``accuracy_after_local_median`` with ``_median_lo/_hi`` (the reference device after the last
+    round's local training); ``accuracy_global_median`` (the server's model). Each is NaN where the
+    method has no such model (FedDualMatch keeps no device model, FD no global one).
     ``bits_up_per_device_round``/``bits_down_per_device_round``: one device's payload per
     training round (the mean over the ledger's transfers of rounds ≥ 1, all seeds);
     ``bits_up_total``/``bits_down_total``: all devices and rounds of a run, setup included
     (median over seeds); ``compute_seconds``/``comm_seconds``: per run, median over seeds."""
+    after = rounds[(rounds["phase"] == "exchanged") & (rounds["round"] >= 1)]
     rows = []
     for (method, dataset, partition), group in runs.groupby(["method", "dataset", "partition"], sort=False):
         sent = ledger[ledger["run_id"].isin(group["run_id"]) & (ledger["round"] >= 1)]
         per_round = sent.groupby("direction")["bits"].mean()
-        mine = rounds[rounds["run_id"].isin(group["run_id"])]
-        curve = mine[(mine["device"] != GLOBAL) & (mine["phase"] == "exchanged") & (mine["round"] >= 1)]
-        curve = curve.groupby("round")["accuracy"].mean()
-        accuracy = group["accuracy"]
-        median_lo, median_hi = median_ci(accuracy)
-        iqm, iqm_lo, iqm_hi = iqm_ci(accuracy)
-        final = "accuracy_final_"
+        curves = [reported_curve(after[after["run_id"] == rid])[1] for rid in group["run_id"]]
+        best = pd.Series([c.max() if len(c) else np.nan for c in curves], dtype=float)
+        best_round = pd.Series([c.idxmax() if len(c) else np.nan for c in curves], dtype=float)
+        after_local = group["local_accuracy"]
         rows.append({
             "method": method, "dataset": dataset, "partition": partition, "runs": len(group),
             "parameters": int(group["parameters"].iloc[0]), "iterations": int(group["iterations"].iloc[0]),
-            final + "median": accuracy.median(), final + "q25": accuracy.quantile(0.25),
-            final + "q75": accuracy.quantile(0.75), final + "median_lo": median_lo, final + "median_hi": median_hi,
-            final + "iqm": iqm, final + "iqm_lo": iqm_lo, final + "iqm_hi": iqm_hi,
-            "accuracy_best": curve.max() if len(curve) else np.nan,
-            "best_round": int(curve.idxmax()) if len(curve) else np.nan,
-            "accuracy_after_local_median": group["local_accuracy"].median(),
+            **spread("accuracy_final_", group["accuracy"]), **spread("accuracy_best_", best),
+            "best_round_median": best_round.median(), "best_round_q25": best_round.quantile(0.25),
+            "best_round_q75": best_round.quantile(0.75),
+            "accuracy_after_local_median": after_local.median(),
+            **dict(zip(("accuracy_after_local_median_lo", "accuracy_after_local_median_hi"), median_ci(after_local))),
             "accuracy_global_median": group["global_accuracy"].median(),
             **{f"bits_{d}_per_device_round": float(per_round.get(d, 0)) for d in DIRECTIONS},
             **{f"bits_{d}_total": group[f"bits_{d}"].median() for d in DIRECTIONS},
             "compute_seconds": group["compute_s"].median(), "comm_seconds": group["comm_s"].median(),
         })
     return pd.DataFrame(rows)
+
+
+def spread(prefix: str, values: pd.Series) -> dict[str, float]:
+    """``values`` over seeds as ``prefix`` + median, q25, q75, the median's 95 % bootstrap interval
+    (median_lo/_hi) and the IQM with its 95 % stratified-bootstrap interval (iqm, iqm_lo/_hi)."""
+    median_lo, median_hi = median_ci(values)
+    iqm, iqm_lo, iqm_hi = iqm_ci(values)
+    return {prefix + "median": values.median(), prefix + "q25": values.quantile(0.25),
+            prefix + "q75": values.quantile(0.75), prefix + "median_lo": median_lo, prefix + "median_hi": median_hi,
+            prefix + "iqm": iqm, prefix + "iqm_lo": iqm_lo, prefix + "iqm_hi": iqm_hi}
+
+
+def reported_curve(after: pd.DataFrame) -> tuple[str, pd.Series]:
+    """One run's accuracy after each download (``after``: its ``exchanged`` rows), by round, of the
+    model a summary reads: ``device`` (the reference device), or ``global`` where devices keep
+    none (FedDualMatch)."""
+    model = "device" if (after["device"] != GLOBAL).any() else "global"
+    return model, after[(after["device"] != GLOBAL) == (model == "device")].set_index("round")["accuracy"].sort_index()
 
 
 def accuracy_vs_bits(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame) -> pd.DataFrame:
@@ -77,9 +94,7 @@ def accuracy_vs_bits(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFr
         sent = ledger[ledger["run_id"] == rid]
         cumulative = {d: sent[sent["direction"] == d].groupby("round")["bits"].sum().reindex(steps, fill_value=0).cumsum()
                       for d in DIRECTIONS}
-        mine = after[after["run_id"] == rid]
-        model = "device" if (mine["device"] != GLOBAL).any() else "global"
-        curve = mine[(mine["device"] != GLOBAL) == (model == "device")].set_index("round")["accuracy"]
+        model, curve = reported_curve(after[after["run_id"] == rid])
         points += [{"method": run["method"], "model": model, "round": r, "run_id": rid,
                     **{f"bits_{d}": cumulative[d][r] for d in DIRECTIONS}, "accuracy": accuracy}
                    for r, accuracy in curve.items()]
@@ -100,8 +115,8 @@ def cls_table(summary: pd.DataFrame) -> pd.DataFrame:
         "parameters": row["parameters"], "iterations": row["iterations"],
         "device acc %": (f"{percent(row[final + 'median'])} [{percent(row[final + 'q25'])}–"
                          f"{percent(row[final + 'q75'])}]" if np.isfinite(row[final + "median"]) else "–"),
-        "best device acc % (round)": (f"{percent(row['accuracy_best'])} ({row['best_round']:.0f})"
-                                      if np.isfinite(row["accuracy_best"]) else "–"),
+        "best acc % (round)": (f"{percent(row['accuracy_best_median'])} ({row['best_round_median']:.3g})"
+                               if np.isfinite(row["accuracy_best_median"]) else "–"),
         "device acc after local %": percent(row["accuracy_after_local_median"]),
         "global acc %": percent(row["accuracy_global_median"]),
         "up bits/dev/round": fmt(row["bits_up_per_device_round"]),

@@ -12,7 +12,8 @@ from frd.results import ResultStore, run_id
 HEADLINE = (
     Metric("runs", "runs", plot=False),
     Metric("accuracy_final_median", "device acc % [q25–q75]", lo="accuracy_final_q25", hi="accuracy_final_q75", percent=True),
-    Metric("accuracy_best", "best device acc %", percent=True),
+    Metric("accuracy_best_median", "best acc % [q25–q75]", lo="accuracy_best_q25", hi="accuracy_best_q75", percent=True),
+    Metric("best_round_median", "best round", plot=False),
     Metric("bits_up_per_device_round", "bits up/device/round", log=True),
     Metric("bits_up_total", "bits up total", log=True),
 )

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import frd
-from frd.classification.report import cls_summary
+from frd.classification.report import cls_summary, cls_table
 from frd.rl.summary import rl_summary
 
 RL_COLUMNS = ["method", "agents", "runs", "completed_frac", "mission_episodes_median", "mission_episodes_q25",
@@ -21,8 +21,11 @@ RL_COLUMNS = ["method", "agents", "runs", "completed_frac", "mission_episodes_me
               "comm_seconds", "bits_up_per_agent_round", "bits_down_per_agent_round", "bits_up_total", "bits_down_total"]
 CLS_COLUMNS = ["method", "dataset", "partition", "runs", "parameters", "iterations", "accuracy_final_median",
                "accuracy_final_q25", "accuracy_final_q75", "accuracy_final_median_lo", "accuracy_final_median_hi",
-               "accuracy_final_iqm", "accuracy_final_iqm_lo", "accuracy_final_iqm_hi", "accuracy_best", "best_round",
-               "accuracy_after_local_median", "accuracy_global_median", "bits_up_per_device_round",
+               "accuracy_final_iqm", "accuracy_final_iqm_lo", "accuracy_final_iqm_hi", "accuracy_best_median",
+               "accuracy_best_q25", "accuracy_best_q75", "accuracy_best_median_lo", "accuracy_best_median_hi",
+               "accuracy_best_iqm", "accuracy_best_iqm_lo", "accuracy_best_iqm_hi", "best_round_median", "best_round_q25",
+               "best_round_q75", "accuracy_after_local_median", "accuracy_after_local_median_lo",
+               "accuracy_after_local_median_hi", "accuracy_global_median", "bits_up_per_device_round",
                "bits_down_per_device_round", "bits_up_total", "bits_down_total", "compute_seconds", "comm_seconds"]
 
 
@@ -101,7 +104,7 @@ def test_cls_summary_by_hand():
                          "parameters": 10, "iterations": 4, "accuracy": [0.6, 0.8], "local_accuracy": [0.5, 0.7],
                          "global_accuracy": [0.6, 0.8], "bits_up": [640, 640], "bits_down": [640, 640],
                          "compute_s": [1.0, 3.0], "comm_s": 0.0})
-    # device 0 after each download: seed 0 0.7 then 0.6, seed 1 0.5 then 0.8 → mean curve 0.6, 0.7: best round 2
+    # device 0 after each download: seed 0 0.7 then 0.6 (best 0.7, round 1), seed 1 0.5 then 0.8 (best 0.8, round 2)
     rounds = pd.DataFrame({"run_id": ["fl-seed0"] * 3 + ["fl-seed1"] * 3, "round": [1, 2, 2] * 2,
                            "phase": ["exchanged", "exchanged", "local"] * 2, "device": 0,
                            "accuracy": [0.7, 0.6, 0.9, 0.5, 0.8, 0.9]})
@@ -110,6 +113,34 @@ def test_cls_summary_by_hand():
     row = cls_summary(runs, rounds, ledger).iloc[0]
     assert row["accuracy_final_median"] == pytest.approx(0.7) and row["accuracy_after_local_median"] == pytest.approx(0.6)
     assert row["accuracy_final_iqm"] == pytest.approx(0.7) and row["runs"] == 2  # 2 values: none is cut
-    assert row["accuracy_best"] == pytest.approx(0.7) and row["best_round"] == 2
+    assert row["accuracy_best_median"] == pytest.approx(0.75) and row["accuracy_best_iqm"] == pytest.approx(0.75)
+    assert (row["accuracy_best_median_lo"], row["accuracy_best_median_hi"]) == pytest.approx((0.7, 0.8)), "medians of 2 draws"
+    assert (row["best_round_q25"], row["best_round_median"], row["best_round_q75"]) == (1.25, 1.5, 1.75)
+    assert (row["accuracy_after_local_median_lo"], row["accuracy_after_local_median_hi"]) == pytest.approx((0.5, 0.7))
     assert row["bits_up_per_device_round"] == 320 and row["bits_down_per_device_round"] == 160, "round 0 left out"
     assert row["compute_seconds"] == 2.0 and row["accuracy_global_median"] == pytest.approx(0.7)
+
+
+def test_cls_summary_best_round_of_the_global_model_where_devices_keep_none():
+    """FedDualMatch-like: only the global model is evaluated. Round 0 and the local phase are not
+    rounds after a download; a tie goes to the first round."""
+    ids = [f"feddualmatch-seed{s}" for s in range(3)]
+    runs = pd.DataFrame({"run_id": ids, "method": "feddualmatch", "dataset": "digits", "partition": "iid",
+                         "parameters": 10, "iterations": 4, "accuracy": np.nan, "local_accuracy": np.nan,
+                         "global_accuracy": [0.6, 0.5, 0.7], "bits_up": 1, "bits_down": 1, "compute_s": 1.0, "comm_s": 0.0})
+    curves = {ids[0]: [0.5, 0.9, 0.9, 0.6], ids[1]: [0.8, 0.7, 0.6, 0.5], ids[2]: [0.4, 0.5, 0.6, 0.7]}
+    after = [{"run_id": rid, "round": r + 1, "phase": "exchanged", "device": -1, "accuracy": a}
+             for rid, curve in curves.items() for r, a in enumerate(curve)]
+    ignored = [{"run_id": ids[1], "round": 0, "phase": "exchanged", "device": -1, "accuracy": 0.95},
+               {"run_id": ids[2], "round": 2, "phase": "local", "device": -1, "accuracy": 1.0}]
+    rounds = pd.DataFrame(ignored + after)
+    ledger = pd.DataFrame({"run_id": ids[0], "round": [1], "direction": ["up"], "bits": [8]})
+    summary = cls_summary(runs, rounds, ledger)
+    row = summary.iloc[0]
+    assert cls_table(summary).iloc[0]["best acc % (round)"] == "80 (2)", "medians over seeds, in %"
+    # bests 0.9 (round 2, tied with 3), 0.8 (round 1), 0.7 (round 4)
+    assert (row["accuracy_best_q25"], row["accuracy_best_median"], row["accuracy_best_q75"]) == pytest.approx((0.75, 0.8, 0.85))
+    assert row["accuracy_best_iqm"] == pytest.approx(0.8), "3 values: ⌊3/4⌋ = 0 cut from each end"
+    assert (row["best_round_q25"], row["best_round_median"], row["best_round_q75"]) == (1.5, 2.0, 3.0)
+    assert np.isnan(row["accuracy_final_median"]) and row["accuracy_global_median"] == pytest.approx(0.6)
+    assert np.isnan(row["accuracy_after_local_median"]) and np.isnan(row["accuracy_after_local_median_lo"])

@@ -131,3 +131,12 @@ def test_feddm_can_start_from_noise_as_seed_000_reran_it(digits, made):
     run_seed(cls_config("feddm", init="noise", **TINY), 0, digits)
     assert built[0].client.init == "noise" and built[0].client.matching == "last", "only the start changes"
     assert cls_config("feddm").options.init is None
+
+
+def test_image_lr_reaches_the_clients_and_must_be_positive(digits):
+    for value, expected in ((None, 1.0), (0.1, 0.1)):
+        ctx = RunContext.build(cls_config("feddualmatch", model="convnet", image_lr=value, **TINY), 0, digits)
+        client, _ = CLS_METHODS["feddualmatch"].configs(ctx)
+        assert client.image_lr == expected, "unset: the preset's (DM's 1.0)"
+    with pytest.raises(FrdError, match="--image-lr must be > 0, got 0"):
+        cls_config("feddualmatch", image_lr=0)

@@ -267,11 +267,15 @@ def test_a_classification_file_sweeps_methods_and_draws_accuracy_against_uplink(
         runs = pd.read_csv(cell / "runs.csv")
         row = summary.set_index(["method", "sweep_iterations"]).loc[(method, iterations)]
         assert row["accuracy_final_median"] == runs["accuracy"].median() and row["bits_up_total"] == runs["bits_up"].median()
+        after = pd.read_csv(cell / "rounds.csv").query("phase == 'exchanged' and round >= 1 and device == 0")
+        assert row["accuracy_best_median"] == after["accuracy"].max(), "one seed: its best round"
+        assert row["best_round_median"] == after.loc[after["accuracy"].idxmax(), "round"]
         assert (cell / "accuracy.png").exists()
     assert {p.name for p in (out / "figures").iterdir()} == {
         f"{name}.{form}" for name in ("method", "iterations", "accuracy-vs-uplink") for form in ("png", "pdf")}
     printed = capsys.readouterr().out
     assert "device acc % [q25–q75]" in printed and "bits up/device/round" in printed
+    assert "best acc % [q25–q75]" in printed and "best round" in printed
 
 
 def test_accuracy_against_uplink_ends_at_the_runs_uplink(tmp_path):

@@ -50,6 +50,9 @@ class DistillationOptions:
     """Image updates per client and round; None: the preset's (cpu 30, paper 20,000)."""
     server_epochs: int | None = None
     """Server training epochs T_g on the synthetic data; None: the preset's (cpu 50, paper 300)."""
+    image_lr: float | None = None
+    """SGD rate of the clients' image updates; None: the preset's (1.0, DM's, for networks drawn at
+    random; the seed gives none)."""
     dp_noise: float | None = None
     """DP noise factor σ on the synthetic-set gradient; None: no DP."""
     dp_clip: float = 1.0
@@ -61,7 +64,7 @@ class DistillationOptions:
 
     def __post_init__(self) -> None:
         at_least(self, ipc=1, distill_iterations=1, server_epochs=0, dp_noise=0)
-        positive(self, "dp_clip")
+        positive(self, "dp_clip", "image_lr")
 
 
 class DatasetDistillation(Method):
@@ -105,6 +108,8 @@ class DatasetDistillation(Method):
             client = replace(client, iterations=c.distill_iterations)
         if c.init is not None:
             client = replace(client, init=c.init)
+        if c.image_lr is not None:
+            client = replace(client, image_lr=c.image_lr)
         if c.server_epochs is not None:
             server = replace(server, finetune_epochs=c.server_epochs)
         return client, server
