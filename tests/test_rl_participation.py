@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from test_checkpoint import CutOff, Interrupted, frames
 
+from frd.cli import main
 from frd.errors import FrdError
 from frd.rl.checkpoint import BatchCheckpoint
 from frd.rl.config import rl_config
@@ -143,3 +144,11 @@ def test_a_batch_with_partial_participation_resumes_from_its_checkpoint_exactly(
     resumed = frames(before + after)
     for name, frame in expected.items():
         pd.testing.assert_frame_equal(resumed[name], frame, check_exact=True, obj=name)
+
+
+def test_a_flower_run_with_partial_participation_is_one_line_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["flower", "sim", "--method", "frd", "--agents", "4", "--agents-per-round", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--agents-per-round and --fraction run in process only" in err
+    assert not out.exists()
