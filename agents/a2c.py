@@ -82,6 +82,19 @@ def distill_passes(n: int, *, epochs: int, batch: int, steps: int | None) -> int
     return -(-limit // -(-n // batch)) if n else 0
 
 
+CROSS_ENTROPY_ELEMENTS = 1 << 22
+"""Hidden activations (rows × states × width) one forward of ``A2CPopulation.cross_entropy`` holds at
+most beyond its least chunk [our choice: 16 MiB of floats per layer]."""
+
+
+def cross_entropy_chunk(states: int, width: int) -> int:
+    """Rows per forward of ``cross_entropy`` on ``states`` states through layers ``width`` wide: a
+    multiple of 16, at least 16, so that each chunk's gathered weights start 64-byte aligned as the
+    whole batch's did (MKL's products depend on their operands' alignment; the results are those of
+    one forward, tested)."""
+    return max(16, CROSS_ENTROPY_ELEMENTS // max(states * width, 1) // 16 * 16)
+
+
 class Rollout:
     """The last ``n`` steps of every lane, lane-major numpy arrays ``[L, n, …]`` (cheap to fill
     step by step, one tensor per field at update time); ``valid`` marks the steps a lane took."""
@@ -334,11 +347,18 @@ class A2CPopulation:
 
     @torch.no_grad()
     def cross_entropy(self, rows: Sequence[int], states: np.ndarray, target_probs: np.ndarray) -> np.ndarray:
-        """Per-row mean cross-entropy of the actors to a memory (for tests and diagnostics)."""
+        """Per-row mean cross-entropy of the actors to a memory (for tests and diagnostics), in
+        chunks of rows (``cross_entropy_chunk``): PD's memory grows with the agents, and one forward
+        of every receiver on it held agents² × steps activations (1 GB at 128 agents)."""
         rows_t = torch.as_tensor(list(rows), dtype=torch.long)
-        x = torch.as_tensor(states, dtype=torch.float32).expand(len(rows_t), -1, -1)
-        logp = torch.log_softmax(self.actor(x, rows_t), -1)
-        return (-(torch.as_tensor(target_probs, dtype=torch.float32) * logp).sum(-1).mean(-1)).numpy()
+        x, p = torch.as_tensor(states, dtype=torch.float32), torch.as_tensor(target_probs, dtype=torch.float32)
+        step = cross_entropy_chunk(len(states), self.config.hidden)
+        out = []
+        for start in range(0, len(rows_t), step):
+            chunk = rows_t[start:start + step]
+            logp = torch.log_softmax(self.actor(x.expand(len(chunk), -1, -1), chunk), -1)
+            out.append(-(p * logp).sum(-1).mean(-1))
+        return torch.cat(out).numpy() if out else np.zeros(0, np.float32)
 
     def actor_state(self, row: int) -> dict[str, np.ndarray]:
         return {k: v.numpy() for k, v in self.actor.lane_state(row).items()}

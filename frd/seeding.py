@@ -18,6 +18,8 @@ class Stream(IntEnum):
                               # derive_seed(run seed, agent, RL_INIT), one per agent)
     RL_CHANNEL = 0xC4A        # the run's channel
     RL_EXCHANGE = 0xD15       # a round's method draws: derive_seed(run seed, round, RL_EXCHANGE)
+    RL_PARTICIPANTS = 0x9A27  # which agents take part in each round (--agents-per-round): one generator per run,
+                              # drawn from at the start of every round's period
     RL_ACTIONS = 0x5EED       # XOR-ed into a lane's seed for its action draws
     RL_EVAL_STATES = 0xE7A1   # frd eval: an episode's first state, derive_seed(eval seed, episode, key)
     RL_EVAL_ACTIONS = 0xE7A2  # frd eval: that episode's sampled actions, the same way

@@ -281,6 +281,15 @@ def test_rl_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster, mo
     assert saved[0]["config"]["backend"]["name"] == "local" and saved[0]["resume_key"] == saved[1]["resume_key"]
 
 
+def test_partial_participation_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster):
+    """Each run draws its round's participants from its own stream, so Ray's groups draw as one batch."""
+    sweep = ["compare", "--methods", "frd,pd,frl", "--seeds", "3", *TINY, "--agents", "4", "--agents-per-round", "2"]
+    assert main([*sweep, "--out", str(tmp_path / "local")]) == 0
+    assert main([*sweep, "--backend", "ray", "--address", cluster, "--groups", "2", "--out", str(tmp_path / "ray")]) == 0
+    _assert_same_tables(tmp_path / "local", tmp_path / "ray")
+    assert (pd.read_csv(tmp_path / "ray" / "runs.csv")["agents_per_round"] == 2).all()
+
+
 def _saving(monkeypatch, stop_after: int | None = None) -> list:
     """The tables of every run saved from now on; with ``stop_after``, a KeyboardInterrupt (as
     Ctrl-C would raise) once that many are saved."""

@@ -30,6 +30,8 @@ OUT_OF_RANGE = [
     ("rl", "--grid-bounds", "-1,1;-2,2"), ("rl", "--grid-bounds", "-1,1,3;0,1;0,1;0,1"),
     ("rl", "--agent-spec", "h=0"), ("rl", "--agent-spec", "h=32,width=3"), ("rl", "--agent-spec", "h=8;lr=-1"),
     ("rl", "--agent-spec", "recipe=ppo"), ("rl", "--agent-spec", "h=8;"), ("rl", "--init", "fresh"),
+    ("rl", "--agents-per-round", "0"), ("rl", "--agents-per-round", "3"), ("rl", "--fraction", "0"),
+    ("rl", "--fraction", "1.5"), ("compare", "--fraction 0.5 --agents-per-round", "1"),
     ("compare", "--agent-spec", "h=8;h=16"),
     ("rl", "--distill-epochs", "0"), ("rl", "--distill-batch", "0"), ("rl", "--distill-lr", "0"),
     ("rl", "--codec", "zip"), ("rl", "--frd-weighting", "median"), ("compare", "--frl-critic", "maybe"),

@@ -3,7 +3,7 @@
 Tiny ReLU networks and an easy mission make short episodes, so a few hundred periods see every
 kind of episode end: missions completed (ending the run, or only the lane), lanes capped, lanes
 at the exchange barrier, runs finished at different times (compaction), experience memories
-(PD, FRD, MixFRD) and the one-step rlcode recipe with its failure reward.
+(PD, FRD, MixFRD), the one-step rlcode recipe with its failure reward, and partial participation.
 """
 import numpy as np
 import pandas as pd
@@ -19,6 +19,7 @@ SETTINGS = {
     "until first": dict(until="first"),
     "until all": dict(until="all"),
     "rlcode": dict(until="all", recipe="rlcode"),
+    "one of two per round": dict(until="all", fraction=0.5),  # partial participation: the other never waits
 }
 
 

@@ -23,7 +23,7 @@ UNTIL = ("first", "all")
 INITS = ("shared", "separate")
 """Initial weights: one per architecture for all of a run's agents (a server's initial model), or one per agent."""
 
-ADDED_LATER = {"agent_spec": (), "init": "shared"}
+ADDED_LATER = {"agent_spec": (), "init": "shared", "agents_per_round": None, "fraction": None}
 """Fields added after results were saved, with their defaults: in the resume key only when set
 otherwise, so folders written before them still resume."""
 
@@ -60,6 +60,11 @@ class RLConfig:
     """Episode cap per agent; a run that hits it is "not completed"."""
     period: int = 25
     """E: episodes per agent between exchange rounds."""
+    agents_per_round: int | None = field(default=None, metadata={"metavar": "K"})
+    """K: agents drawn (seeded) to take part in each round; the others learn on alone, wait at no barrier and
+    send nothing (default: every agent, as in the letter)."""
+    fraction: float | None = field(default=None, metadata={"metavar": "C"})
+    """C: the share of the agents drawn per round instead, K = max(1, ⌊C·agents⌋) (FedAvg's C)."""
     target: float = field(default=490.0, metadata={"flag_default": None})
     """Mission score: an agent completes once its mean score over the latest ``window`` episodes reaches it
     (default: the env's: CartPole-v1 490 [Seo et al. 2022, §4], else gymnasium's reward threshold, e.g. Acrobot-v1 -100,
@@ -105,6 +110,7 @@ class RLConfig:
                 raise FrdError(f"--{name} must be at least 1, got {value}")
         if self.first_seed < 0:
             raise FrdError(f"--first-seed must be at least 0, got {self.first_seed}")
+        self.check_participation()
         if math.isnan(self.target):
             raise FrdError("--target must be a number (inf: run every agent to the cap)")
         if self.until not in UNTIL:
@@ -124,6 +130,25 @@ class RLConfig:
         for name, method in zip(self.methods, methods):
             method.check(self.options_for(name), setup)
         check_channel(self.channel, dict(self.channel_options))
+
+    def check_participation(self) -> None:
+        """K within 1 … agents, C within (0, 1], not both."""
+        if self.agents_per_round is not None and self.fraction is not None:
+            raise FrdError("give --agents-per-round or --fraction, not both")
+        if self.agents_per_round is not None and not 1 <= self.agents_per_round <= self.agents:
+            raise FrdError(f"--agents-per-round must be within 1 … --agents ({self.agents}), got {self.agents_per_round}")
+        if self.fraction is not None and not 0 < self.fraction <= 1:
+            raise FrdError(f"--fraction must be within (0, 1], got {self.fraction}")
+
+    def per_round(self) -> int:
+        """K: the agents that take part in a round (``agents``: every one). From ``fraction``,
+        ⌊C·agents⌋ but at least one, as FedAvg's m = max(C·K, 1) and Flower's
+        int(fraction × available) (the epsilon keeps 0.3 × 10 at 3)."""
+        if self.agents_per_round is not None:
+            return self.agents_per_round
+        if self.fraction is not None:
+            return max(1, math.floor(self.fraction * self.agents + 1e-9))
+        return self.agents
 
     def resume_key(self) -> ResumeKey:
         """Results change with these: the common fields (not the seeds, the method list or the

@@ -3,7 +3,9 @@
 An episode's end is counted and its score joins the lane's mission window; then the mission is
 completed (the window's mean reaches the target: under ``until first`` the run ends, else the
 lane retires), or the lane reaches the episode cap (it retires), or, for a method that exchanges,
-the lane reaches the barrier every ``period`` episodes (it waits for its round). A run ends when
+a lane that takes part in the coming round reaches its barrier, ``period`` episodes after the
+round's period opened (it waits for its round; with every agent taking part, every ``period``
+episodes). A lane that takes no part in it never waits (``next_round``). A run ends when
 its last lane retires; an episode that ends after its run has ended, at the same step, is
 dropped. The lockstep runner, the fused period (``frd.rl.fused``) and the server of a remote run
 (``frd.rl.remote``, from its agents' reports) all call ``end_episode``, so the three cannot decide
@@ -30,20 +32,20 @@ LANE = 3
 
 class Mission(NamedTuple):
     """The rule's numbers: lanes per run (a run's lanes are consecutive), the target mean over the
-    window, the episode cap, the episodes between barriers, and whether the first completion ends
-    its run."""
+    window, the episode cap, and whether the first completion ends its run (each lane's next
+    barrier is in ``Standing``)."""
 
     agents: int
     target: float
     max_episodes: int
-    period: int
     until_first: bool
 
 
 class Standing(NamedTuple):
     """Where each lane and run stands, as the rule reads and writes it: per lane, stepping, at the
     barrier, retired (capped or completed), episodes so far, its latest scores as a ring
-    [L, window] and how many went in; per run, ended, and whether its method exchanges at a barrier."""
+    [L, window] and how many went in, and the episode at which it waits for the coming round (0:
+    it takes no part in it); per run, ended, and whether its method exchanges at a barrier."""
 
     active: np.ndarray
     waiting: np.ndarray
@@ -51,23 +53,40 @@ class Standing(NamedTuple):
     episode: np.ndarray
     recent: np.ndarray
     recent_n: np.ndarray
+    barrier: np.ndarray
     finished: np.ndarray
     exchanges: np.ndarray
 
 
 def mission(config: RLConfig, agents: int) -> Mission:
     """``config``'s rule for runs of ``agents`` lanes."""
-    return Mission(agents, float(config.target), config.max_episodes, config.period, config.until == "first")
+    return Mission(agents, float(config.target), config.max_episodes, config.until == "first")
 
 
-def standing(exchanges: np.ndarray, agents: int, window: int) -> Standing:
+def standing(exchanges: np.ndarray, agents: int, window: int, period: int) -> Standing:
     """Runs (one per entry of ``exchanges``) of ``agents`` lanes each, at their start: every lane
-    stepping, no episode yet."""
+    stepping, no episode yet, each taking part in the first round (``next_round`` narrows that)."""
     lanes = len(exchanges) * agents
     return Standing(active=np.ones(lanes, np.bool_), waiting=np.zeros(lanes, np.bool_),
                     capped=np.zeros(lanes, np.bool_), episode=np.zeros(lanes, np.int64),
                     recent=np.zeros((lanes, window)), recent_n=np.zeros(lanes, np.int64),
+                    barrier=np.full(lanes, period, np.int64),
                     finished=np.zeros(len(exchanges), np.bool_), exchanges=np.asarray(exchanges, np.bool_))
+
+
+def next_round(standing: Standing, lanes: np.ndarray, participants: np.ndarray, period: int) -> None:
+    """Open the period of a run's next round: of the run's ``lanes``, those waiting at the barrier
+    step again; ``participants`` wait next once they have played ``period`` more episodes, the
+    others take no part in the round (they go on learning alone and wait nowhere)."""
+    live = lanes[~standing.capped[lanes]]
+    standing.waiting[live], standing.active[live] = False, True
+    standing.barrier[lanes] = 0
+    standing.barrier[participants] = standing.episode[participants] + period
+
+
+def participating(standing: Standing, lanes: np.ndarray) -> np.ndarray:
+    """Of ``lanes``, those not retired that take part in the coming round."""
+    return lanes[~standing.capped[lanes] & (standing.barrier[lanes] > 0)]
 
 
 def recent_mean(standing: Standing, lane: int) -> float:
@@ -86,8 +105,8 @@ def end_episode(lane, score, mission, standing):
     """``lane``'s episode ended with ``score``: count it, add the score to its window and decide
     (the module's rule); returns what it did (``GOES_ON`` … ``AT_BARRIER``, plus ``ENDS_RUN``), or
     ``DROPPED``."""
-    A, target, max_episodes, period, until_first = mission
-    active, waiting, capped, episode, recent, recent_n, finished, exchanges = standing
+    A, target, max_episodes, until_first = mission
+    active, waiting, capped, episode, recent, recent_n, barrier, finished, exchanges = standing
     run = lane // A
     if finished[run]:  # another lane ended the run at this very step
         return DROPPED
@@ -107,7 +126,7 @@ def end_episode(lane, score, mission, standing):
             return COMPLETED + _retire(lane, run, A, active, waiting, capped, finished)
     if episode[lane] >= max_episodes:
         return CAPPED + _retire(lane, run, A, active, waiting, capped, finished)
-    if exchanges[run] and episode[lane] % period == 0:
+    if exchanges[run] and episode[lane] == barrier[lane]:
         waiting[lane] = True
         active[lane] = False
         return AT_BARRIER

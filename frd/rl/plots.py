@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from frd.results import save_figure  # noqa: E402
+from frd.rl.summary import agent_rounds  # noqa: E402
 from frd.stats import fmt  # noqa: E402
 
 
@@ -73,8 +74,8 @@ def payload_figure(runs: pd.DataFrame) -> Figure | None:
     if exchanging.empty:
         return None
     methods = [m for m in method_order(runs) if m in set(exchanging["method"])]
-    agent_rounds = exchanging["rounds"] * exchanging["n_agents"]
-    per_round = exchanging.assign(up=exchanging["bits_up"] / agent_rounds, down=exchanging["bits_down"] / agent_rounds)
+    count = agent_rounds(exchanging)
+    per_round = exchanging.assign(up=exchanging["bits_up"] / count, down=exchanging["bits_down"] / count)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, frame, cols, title in ((axes[0], per_round, ["up", "down"], "per agent and round"),
                                   (axes[1], exchanging, ["bits_up", "bits_down"], "total until the mission")):

@@ -53,7 +53,10 @@ LOG_FIELDS = [c for c in ROUND_COLUMNS if c not in ("round", "agent")]
 
 
 def check_remote(config: RLConfig) -> None:
-    """Refuse methods whose agents cannot run apart, before any process starts."""
+    """Refuse partial participation, and methods whose agents cannot run apart, before any process starts."""
+    if config.per_round() < config.agents:
+        raise FrdError("--agents-per-round and --fraction run in process only (--backend local or ray): a remote "
+                       "run takes every agent in every round")
     for name in config.methods:
         method = get_method(name)
         if method.draws_at_upload:
@@ -255,7 +258,8 @@ class RemoteRun:
         self.config, self.link, self.id = config, link, run_id(method, seed)
         self.run = RunState(method, strategy, seed, np.arange(config.agents))
         # the agents' episodes go through the rule again here, in the order the batch would take them
-        self.standing = episode_end.standing(np.array([strategy.exchanges]), config.agents, config.window)
+        self.standing = episode_end.standing(np.array([strategy.exchanges]), config.agents, config.window,
+                                             config.period)
         self.mission = episode_end.mission(config, config.agents)
         self.channel = make_channel(config.channel, derive_seed(seed, Stream.RL_CHANNEL), **dict(config.channel_options))
         self.transport = Transport()
@@ -348,7 +352,8 @@ class RemoteRun:
                          RoundInput(clock, scores, states.get(a)).encode()) for a in self.live}
         self.log_order = list(states)
         self.resumed = clock + 1
-        self.standing.waiting[self.live], self.standing.active[self.live] = False, True
+        every = np.arange(self.config.agents)  # every agent takes part (``check_remote``)
+        episode_end.next_round(self.standing, every, every[~self.standing.capped], self.config.period)
         run.rounds += 1
         run.comm_s += report.comm_s
         run.compute_s += time.perf_counter() - started

@@ -48,6 +48,10 @@ class RunState:
     compute_s: float = 0.0
     comm_s: float = 0.0
     finished: bool = False
+    participation: np.random.Generator = field(init=False)  # draws each round's participants (a stream of its own)
+
+    def __post_init__(self) -> None:
+        self.participation = np.random.default_rng(derive_seed(self.seed, Stream.RL_PARTICIPANTS))
 
 
 class RLBatch:
@@ -90,13 +94,16 @@ class RLBatch:
         L = len(lane_seeds)
         # which lanes step, wait at the barrier or have retired, their episodes and mission windows,
         # which runs have ended: what the episode-end rule reads and writes (``frd.rl.episode_end``)
-        self.standing = episode_end.standing(np.array([run.strategy.exchanges for run in self.runs]), A, config.window)
+        self.standing = episode_end.standing(np.array([run.strategy.exchanges for run in self.runs]), A, config.window,
+                                             config.period)
         self.mission = episode_end.mission(config, A)
         self.score = np.zeros(L)
         self.env_steps = np.zeros(L, np.int64)
         self.records = np.repeat([run.strategy.records_memory for run in self.runs], A)  # lanes that keep a memory
         self.memory = (ExperienceMemory(L, self.env.obs_dim, self.env.n_actions)
                        if self.records.any() else None)
+        for i in range(len(self.runs)):
+            self._open_round(i)
         self.hooked = [run for run in self.runs if run.strategy.hooks_updates()]
         self.live_runs = len(self.runs)
         self.at_barrier: set[int] = set()  # runs whose barrier may have just completed
@@ -302,25 +309,45 @@ class RLBatch:
                 run.compute_s += time.perf_counter() - start
 
     def _exchange_rounds(self) -> None:
-        """A round for every run whose live agents have all reached the barrier."""
+        """A round for every run whose live participants have all reached the barrier."""
         if not self.at_barrier:
             return
         row_of = self._row_of()
         candidates, self.at_barrier = sorted(self.at_barrier), set()
         for i in candidates:
             run = self.runs[i]
-            live = run.lanes[~self.capped[run.lanes]]
-            if run.finished or len(live) == 0 or not self.waiting[live].all():
+            if run.finished:
+                continue
+            live = episode_end.participating(self.standing, run.lanes)
+            if len(live) == 0:  # the round's participants all retired before it: it is drawn again
+                self._open_round(i)
+                continue
+            if not self.waiting[live].all():
                 continue
             start = time.perf_counter()
             if self.exchange(i, {self.agent_of(int(lane)): row_of[int(lane)] for lane in live}):
                 run.rounds += 1
                 run.round_log += [{"round": run.rounds, **row} for row in run.strategy.log]
                 run.strategy.log = []
-                self.waiting[live], self.active[live] = False, True
+                self._open_round(i)
             else:
                 self.at_barrier.add(i)  # not yet: look again at the next safe point
             run.compute_s += time.perf_counter() - start
+
+    def _open_round(self, i: int) -> None:
+        """Draw run ``i``'s participants in its next round, K of its live agents (``RLConfig.per_round``;
+        all of them, and no draw, when K covers them), and open the round's period
+        (``episode_end.next_round``): the waiting step again, the participants wait next after
+        ``period`` more episodes, and only they record a memory [our reading of partial
+        participation: the server samples at the start of a period, as FedAvg at the start of a round;
+        the others learn on alone, so a round waits for no agent that takes no part in it]."""
+        run = self.runs[i]
+        live = run.lanes[~self.capped[run.lanes]]
+        k = self.config.per_round()
+        chosen = live if k >= len(live) else np.sort(live[run.participation.choice(len(live), k, replace=False)])
+        episode_end.next_round(self.standing, run.lanes, chosen, self.config.period)
+        self.records[run.lanes] = False
+        self.records[chosen] = run.strategy.records_memory
 
     def round_context(self, i: int, rows: dict[int, int], rng: np.random.Generator,
                       recent_scores: dict[int, float] | None = None) -> RoundContext:
@@ -334,7 +361,7 @@ class RLBatch:
         return RoundContext(self.pop, rows, memories, rng, scores)
 
     def exchange(self, i: int, rows: dict[int, int]) -> bool:
-        """Run ``i``'s round among its live agents (``rows``: agent → population row); whether it
+        """Run ``i``'s round among its live participants (``rows``: agent → population row); whether it
         took place (a remote agent may have to wait for its server)."""
         run = self.runs[i]
         run.strategy.begin_round(self.round_context(i, rows, round_rng(run.seed, run.rounds)))
@@ -385,7 +412,9 @@ def round_rng(seed: int, rounds_done: int) -> np.random.Generator:
 
 
 def run_tables(config: RLConfig, run: RunState, episodes: np.ndarray, env_steps: np.ndarray) -> dict[str, pd.DataFrame]:
-    """A finished run's tables; ``episodes`` and ``env_steps`` are each agent's counts when it finished."""
+    """A finished run's tables; ``episodes`` and ``env_steps`` are each agent's counts when it finished.
+    runs.csv has ``agents_per_round`` under partial participation only [our choice: so that tables at
+    the default stay those of results saved before it]."""
     rid = run_id(run.method, run.seed)
     frame = pd.DataFrame(run.episodes, columns=["agent", "episode", "score", "env_steps"])
     frame.insert(0, "seed", run.seed)
@@ -395,8 +424,9 @@ def run_tables(config: RLConfig, run: RunState, episodes: np.ndarray, env_steps:
     first = next(iter(run.completed_at.values()), None)  # the first agent to complete
     per_agent = [run.completed_at.get(a, int(n)) for a, n in enumerate(episodes)]
     every = config.until == "all"
+    partial = {"agents_per_round": config.per_round()} if config.per_round() < config.agents else {}
     runs = pd.DataFrame([dict(
-        run_id=rid, method=run.method, seed=run.seed, n_agents=config.agents,
+        run_id=rid, method=run.method, seed=run.seed, n_agents=config.agents, **partial,
         completed=first is not None,
         mission_episodes=first if first is not None else int(max(episodes)),
         all_agents_episodes=max(per_agent) if every else np.nan,

@@ -19,6 +19,13 @@ MEDIANS = {"slowest_agent_episodes": "all_agents_episodes", "median_agent_episod
 """Summary column → the runs.csv column whose median over runs it is."""
 
 
+def agent_rounds(runs: pd.DataFrame) -> pd.Series:
+    """Per run, its rounds × the agents taking part in each: ``agents_per_round`` where runs.csv has
+    it (partial participation), else every agent."""
+    per_round = runs["agents_per_round"].fillna(runs["n_agents"]) if "agents_per_round" in runs else runs["n_agents"]
+    return runs["rounds"] * per_round
+
+
 def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
     """One numeric row per (method, agent count) with the mission-time and payload figures of
     [Seo et al. 2022, §4]; medians over runs unless the name says otherwise.
@@ -32,11 +39,11 @@ def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
     else NaN); ``env_steps`` (all agents together, until the mission); ``seconds`` (compute plus
     simulated channel time) and ``comm_seconds`` (channel time alone); ``rounds``;
     ``bits_up_per_agent_round``/``bits_down_per_agent_round`` (one agent's payload per exchange
-    round) and ``bits_up_total``/``bits_down_total`` (all agents and rounds of a run)."""
+    round, over the agents that took part) and ``bits_up_total``/``bits_down_total`` (all agents and rounds of a run)."""
     rows = []
     for (method, agents), g in runs.groupby(["method", "n_agents"], sort=False):
         episodes = g["mission_episodes"]
-        rounds = g["rounds"].replace(0, np.nan)
+        agent_round_count = agent_rounds(g).replace(0, np.nan)
         median_lo, median_hi = median_ci(episodes)
         iqm, iqm_lo, iqm_hi = iqm_ci(episodes)
         base = runs[(runs["method"] == BASELINE) & (runs["n_agents"] == agents)]["mission_episodes"]
@@ -50,8 +57,8 @@ def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
             "mission_episodes_iqm_hi": iqm_hi, "p_improvement": p, "p_improvement_lo": p_lo, "p_improvement_hi": p_hi,
             **{name: g[column].median() for name, column in MEDIANS.items()},
             "seconds": (g["compute_s"] + g["comm_s"]).median(), "comm_seconds": g["comm_s"].median(),
-            "bits_up_per_agent_round": (g["bits_up"] / rounds / agents).median(),
-            "bits_down_per_agent_round": (g["bits_down"] / rounds / agents).median(),
+            "bits_up_per_agent_round": (g["bits_up"] / agent_round_count).median(),
+            "bits_down_per_agent_round": (g["bits_down"] / agent_round_count).median(),
             "bits_up_total": g["bits_up"].median(), "bits_down_total": g["bits_down"].median(),
         })
     return pd.DataFrame(rows)
