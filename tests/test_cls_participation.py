@@ -200,3 +200,20 @@ def test_flower_refuses_partial_participation_in_one_line(capsys):
 def test_the_resume_key_leaves_the_new_fields_out_at_their_defaults():
     assert not {"clients_per_round", "fraction", "min_clients", "shards_per_client"} & set(cls_config().resume_key().common)
     assert cls_config(devices=10, fraction=0.5).resume_key().common["fraction"] == 0.5
+
+
+@pytest.mark.parametrize("method, options", [
+    ("fd", {}),
+    ("mix2fld", dict(n_mix=4, n_inv=4, server_iterations=2)),
+    ("feddm", dict(ipc=1, distill_iterations=1, server_epochs=1, width=8)),
+])
+def test_every_kind_of_method_trains_and_charges_only_the_sampled_devices(method, options, digits, made):
+    built = made(method)
+    config = cls_config(method, clients_per_round=K, **{**TINY, "rounds": 2}, **options)
+    ledger = run_seed(config, 0, digits)["ledger"]
+    for round_ in range(config.rounds + 1):
+        up = ledger[(ledger["round"] == round_) & (ledger["direction"] == "up")]["participant"].tolist()
+        assert up == (sampled_devices(config, 0, round_) if round_ or method == "mix2fld" else [])
+    if method == "feddm":
+        times = [sum(d in sampled_devices(config, 0, r) for r in (1, 2)) for d in range(config.devices)]
+        assert built[0].distilled_rounds.tolist() == times
