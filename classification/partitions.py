@@ -132,7 +132,7 @@ def dirichlet(labels: np.ndarray, devices: int, samples: int | None, rng: np.ran
         parts = _dirichlet_draw(labels[chosen], devices, alpha, rng)
         if min(p.size for p in parts) >= least:
             return [chosen[p] for p in parts]
-    raise FrdError(f"no Dirichlet(alpha={alpha}) draw in {MAX_DIRICHLET_DRAWS} gave every device ≥ {min_samples} "
+    raise FrdError(f"no Dirichlet(alpha={alpha}) draw in {MAX_DIRICHLET_DRAWS} gave every device ≥ {least} "
                    "samples; raise --alpha or --samples-per-device, or lower --devices")
 
 

@@ -146,3 +146,18 @@ def test_shards_default_size_is_a_multiple_of_the_shards():
 def test_dirichlet_minimum_above_the_mean_share_names_min_samples():
     with pytest.raises(FrdError, match="lower --min-samples"):
         dirichlet(LABELS, 100, 8, np.random.default_rng(0), PartitionSpec(min_samples=10))
+
+
+def test_dirichlet_with_min_samples_0_still_leaves_no_device_empty(monkeypatch):
+    """A device with no sample could not train: a draw that leaves one empty is redrawn."""
+    sizes_per_draw = []
+    original = partitions._dirichlet_draw
+
+    def counting(*args):
+        parts = original(*args)
+        sizes_per_draw.append(min(p.size for p in parts))
+        return parts
+
+    monkeypatch.setattr(partitions, "_dirichlet_draw", counting)
+    parts = dirichlet(LABELS, 50, 8, np.random.default_rng(0), PartitionSpec(alpha=0.2, min_samples=0))
+    assert sizes_per_draw[0] == 0 and min(p.size for p in parts) >= 1
