@@ -48,7 +48,14 @@ def add_experiment_arguments(p: argparse.ArgumentParser, where: str = "") -> Non
     p.add_argument("--min-samples", type=int, help=f"Dirichlet minimum per device (default {d.min_samples})")
     p.add_argument("--minority-labels", type=int, help=f"mix2fld: labels a device barely holds (default {d.minority_labels})")
     p.add_argument("--minority-samples", type=int, help=f"mix2fld: samples of each (default {d.minority_samples})")
+    p.add_argument("--shards-per-client", type=int, metavar="S",
+                   help=f"shards: label-sorted shards per device (default {d.shards_per_client}, McMahan et al. 2017)")
     p.add_argument("--devices", type=int, metavar="N", help=f"number of devices (default {d.devices})")
+    p.add_argument("--clients-per-round", type=int, metavar="K",
+                   help="devices sampled for each round (default all: full participation)")
+    p.add_argument("--fraction", type=float, metavar="C", help="share of devices sampled for each round, in (0, 1]: "
+                   "max(floor(C·devices), --min-clients) (default all)")
+    p.add_argument("--min-clients", type=int, metavar="M", help=f"with --fraction: fewest per round (default {d.min_clients})")
     p.add_argument("--samples-per-device", type=int, metavar="N",
                    help="local samples (default 500, or the most the pool can serve)")
     p.add_argument("--model", choices=["auto", *MODELS],

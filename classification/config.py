@@ -1,6 +1,7 @@
 """The resolved configuration of a classification experiment (saved with every result)."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Sequence
 
@@ -18,9 +19,15 @@ PAPER = {"dataset": "mnist", "devices": 10, "samples_per_device": 500, "rounds":
 local iterations, split [our choice] into 16 rounds × 400; η = 0.01; 10 devices × 500 MNIST samples.
 A method's own paper values (β, K_s, ε) are its options' ``PAPER``."""
 
+FRACTION_SLACK = 1e-9
+"""Added to C·devices before rounding down, so that a share written in decimal (0.7 × 10 =
+7.000…01, 0.57 × 100 = 56.99…) gives the count it names."""
 NOT_IN_RESUME_KEY = ("method", "seeds", "first_seed", "threads", "data_dir", "download", "options")
 """Fields that do not change a seed's results, or enter the key elsewhere: the method names its
 part of the key, which holds its options, so that one folder gathers several methods."""
+ADDED_LATER = {"clients_per_round": None, "fraction": None, "min_clients": 1, "shards_per_client": 2}
+"""Fields added after results were saved, with their defaults: in the resume key only when set
+otherwise, so folders written before them still resume."""
 RETIRED = ("method",)
 """Common fields of resume keys written before one folder could gather several methods."""
 
@@ -46,7 +53,7 @@ class ClsConfig:
     split_seed: int = 0
     """Seed of that pool/test split; fixed across run seeds so every seed tests on the same images."""
     partition: str = "iid"
-    """How the pool is split over devices: iid, mix2fld or dirichlet."""
+    """How the pool is split over devices: iid, mix2fld, dirichlet or shards (McMahan et al. 2017)."""
     alpha: float = 0.5
     """Dirichlet concentration α (> 0); smaller is more label skew."""
     min_samples: int = 10
@@ -55,8 +62,18 @@ class ClsConfig:
     """mix2fld: labels of which a device holds only a few samples [Oh et al. 2020: 2]."""
     minority_samples: int = 2
     """mix2fld: samples of each such label [Oh et al. 2020: 2]."""
+    shards_per_client: int = 2
+    """shards: label-sorted shards each device gets [McMahan et al. 2017: 2]."""
     devices: int = 10
     """Number of devices |D| [Oh et al. 2020: 10]."""
+    clients_per_round: int | None = None
+    """Devices sampled (without replacement) for each round, m [McMahan et al. 2017]; None: every
+    device (full participation, the sources' setting), or ``fraction``'s."""
+    fraction: float | None = None
+    """Share C of the devices sampled for each round, in (0, 1]: m = max(⌊C·devices⌋, min_clients)
+    [McMahan et al. 2017: max(C·K, 1); Flower's fraction_train and min_train_nodes]."""
+    min_clients: int = 1
+    """With ``fraction``: the fewest devices a round samples [our choice: 1, McMahan et al. 2017's; Flower's is 2]."""
     samples_per_device: int | None = None
     """Local samples per device; None: 500 [Oh et al. 2020] or the most the pool can serve (digits: 130 IID)."""
     model: str = "auto"
@@ -116,7 +133,37 @@ class ClsConfig:
         if not 0 <= self.reference_device < self.devices:
             raise FrdError(f"--reference-device must be a device index in 0..{self.devices - 1}, "
                            f"got {self.reference_device}")
+        self._check_participation()
         check_channel(self.channel, self.channel_options)
+
+    def _check_participation(self) -> None:
+        if self.clients_per_round is not None and self.fraction is not None:
+            raise FrdError("give --clients-per-round or --fraction, not both")
+        if self.clients_per_round is not None and not 1 <= self.clients_per_round <= self.devices:
+            raise FrdError(f"--clients-per-round must lie in 1..{self.devices} (--devices), got {self.clients_per_round}")
+        if self.fraction is not None and not 0 < self.fraction <= 1:
+            raise FrdError(f"--fraction must lie in (0, 1], got {self.fraction}")
+        if not 1 <= self.min_clients <= self.devices:
+            raise FrdError(f"--min-clients must lie in 1..{self.devices} (--devices), got {self.min_clients}")
+        if self.min_clients != 1 and self.fraction is None:
+            raise FrdError(f"--min-clients {self.min_clients} applies with --fraction only")
+        if self.shards_per_client < 1:
+            raise FrdError(f"--shards-per-client must be at least 1, got {self.shards_per_client}")
+
+    @property
+    def participants_per_round(self) -> int:
+        """Devices sampled for each round: ``clients_per_round``, else from ``fraction`` (rounded down,
+        at least ``min_clients``), else all of them."""
+        if self.clients_per_round is not None:
+            return self.clients_per_round
+        if self.fraction is not None:
+            return max(math.floor(self.fraction * self.devices + FRACTION_SLACK), self.min_clients)
+        return self.devices
+
+    @property
+    def partial_participation(self) -> bool:
+        """Whether a round samples fewer than all devices."""
+        return self.participants_per_round < self.devices
 
     @property
     def run_seeds(self) -> range:
@@ -125,12 +172,14 @@ class ClsConfig:
 
     @property
     def partition_spec(self) -> PartitionSpec:
-        return PartitionSpec(self.alpha, self.min_samples, self.minority_labels, self.minority_samples)
+        return PartitionSpec(self.alpha, self.min_samples, self.minority_labels, self.minority_samples,
+                             self.shards_per_client)
 
     def resume_key(self) -> ResumeKey:
         """Everything that changes a seed's results: the common fields (not the number of seeds,
         threads or where the data files are) and the method's resolved options."""
-        common = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_IN_RESUME_KEY}
+        common = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_IN_RESUME_KEY
+                  and not (f.name in ADDED_LATER and getattr(self, f.name) == ADDED_LATER[f.name])}
         return ResumeKey(common, {self.method: options_key(self.options)}, RETIRED)
 
 

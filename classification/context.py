@@ -3,7 +3,7 @@ models, and seeded randomness. Built once per (config, seed) by the runner."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -23,7 +23,8 @@ from frd.seeding import Stream, derive_seed
 @dataclass
 class RunContext:
     """One seed of one experiment. Devices are 0..devices-1; ``parts[d]`` are device d's pool indices;
-    ``devices`` and ``stream`` hold the ``local`` devices."""
+    ``devices`` and ``stream`` hold the ``local`` devices, ``training`` those of them taking part in
+    the round at hand."""
 
     config: ClsConfig
     seed: int
@@ -31,6 +32,9 @@ class RunContext:
     parts: list[np.ndarray]
     devices: DeviceStack
     stream: BatchStream
+    training: list[int] = field(default_factory=list)
+    """The local devices that train this round (the runner sets it each round: the devices sampled
+    for it; every local device at full participation)."""
 
     @classmethod
     def build(cls, config: ClsConfig, seed: int, data: Dataset, local: Sequence[int] | None = None) -> "RunContext":
@@ -45,7 +49,7 @@ class RunContext:
             template = build_model(config.model, config.dataset, data.image_shape, data.classes, config.width)
         local = list(range(config.devices)) if local is None else list(local)
         stream = BatchStream([parts[d] for d in local], [derive_seed(seed, Stream.CLS_BATCHES, d) for d in local])
-        return cls(config, seed, data, parts, DeviceStack(template, local), stream)
+        return cls(config, seed, data, parts, DeviceStack(template, local), stream, local)
 
     @property
     def run_id(self) -> str:
@@ -78,7 +82,15 @@ class RunContext:
         """A method's own seeded generator, one per distinct ``keys``."""
         return np.random.default_rng(derive_seed(self.seed, Stream.CLS_METHOD, *keys))
 
+    @property
+    def training_rows(self) -> list[int]:
+        """The stack rows of ``training``, in its order."""
+        return [self.devices.row(d) for d in self.training]
+
     def train_devices(self, iterations: int, loss_fn: LocalLoss) -> None:
-        """``iterations`` local SGD steps of every device on its own minibatches."""
-        local_sgd(self.devices, self.data, self.stream.take(iterations, self.config.batch_size),
-                  self.config.lr, loss_fn)
+        """``iterations`` local SGD steps of every device of ``training`` on its own minibatches, as
+        one stack of those devices alone; the others' weights and data streams are not touched."""
+        rows = self.training_rows
+        part = self.devices.subset(rows)
+        local_sgd(part, self.data, self.stream.take(iterations, self.config.batch_size, rows), self.config.lr, loss_fn)
+        self.devices.put_back(part)

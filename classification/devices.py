@@ -23,12 +23,16 @@ class DeviceStack:
     """Copies of ``template``'s architecture, all starting from its weights, one row per device of
     ``ids`` (all of a run's devices in process; a Flower node holds only its own)."""
 
-    def __init__(self, template: nn.Module, ids: Sequence[int]) -> None:
+    def __init__(self, template: nn.Module, ids: Sequence[int], params: list[torch.Tensor] | None = None) -> None:
+        """``params``: the stacked weights, one tensor per parameter with the device axis first
+        (default: ``template``'s for every device)."""
         self.template = template
         self.ids = list(ids)
+        self._rows = {device: row for row, device in enumerate(self.ids)}
         self.names = [name for name, _ in template.named_parameters()]
-        self.params = [p.detach().unsqueeze(0).repeat(len(self.ids), *([1] * p.dim())).requires_grad_()
-                       for p in template.parameters()]
+        if params is None:
+            params = [p.detach().unsqueeze(0).repeat(len(self.ids), *([1] * p.dim())) for p in template.parameters()]
+        self.params = [p.requires_grad_() for p in params]
         self._forward = vmap(self._forward_one)
 
     def _forward_one(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
@@ -40,7 +44,21 @@ class DeviceStack:
 
     def row(self, device: int) -> int:
         """The stack row of device ``device``."""
-        return self.ids.index(device)
+        return self._rows[device]
+
+    def subset(self, rows: Sequence[int]) -> DeviceStack:
+        """A stack of copies of the given rows' weights, to train only those devices (a round's
+        participants): the work and its memory grow with ``rows``, not with the whole stack;
+        ``put_back`` returns the trained weights."""
+        index = torch.as_tensor(list(rows), dtype=torch.long)
+        return DeviceStack(self.template, [self.ids[r] for r in rows], [p.detach()[index] for p in self.params])
+
+    def put_back(self, part: DeviceStack) -> None:
+        """Overwrite the rows of ``part``'s devices (a ``subset`` of this stack) with its weights."""
+        index = torch.as_tensor([self.row(d) for d in part.ids], dtype=torch.long)
+        with torch.no_grad():
+            for p, q in zip(self.params, part.params):
+                p[index] = q
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Logits [devices, batch, classes] of inputs [devices, batch, ...]: device d sees x[d]."""
@@ -84,20 +102,21 @@ class BatchStream:
         self.rngs = [np.random.default_rng(s) for s in seeds]
         self.buffers = [np.empty(0, dtype=np.int64) for _ in parts]
 
-    def take(self, iterations: int, batch: int) -> np.ndarray:
-        """Pool indices [iterations, devices, batch] for the next ``iterations`` local steps."""
+    def take(self, iterations: int, batch: int, rows: Sequence[int] | None = None) -> np.ndarray:
+        """Pool indices [iterations, len(rows), batch] for the next ``iterations`` local steps of
+        ``rows`` (default all); the other rows' streams stay where they are."""
         need = iterations * batch
         out = []
-        for d, (part, rng) in enumerate(zip(self.parts, self.rngs)):
+        for d in range(len(self.parts)) if rows is None else rows:
             chunks = [self.buffers[d]]
             have = chunks[0].size
             while have < need:
-                chunks.append(rng.permutation(part))
-                have += part.size
+                chunks.append(self.rngs[d].permutation(self.parts[d]))
+                have += self.parts[d].size
             stream = np.concatenate(chunks)
             out.append(stream[:need])
             self.buffers[d] = stream[need:]
-        return np.stack(out).reshape(len(self.parts), iterations, batch).transpose(1, 0, 2)
+        return np.stack(out).reshape(len(out), iterations, batch).transpose(1, 0, 2)
 
     def snapshot(self, row: int) -> dict[str, np.ndarray]:
         """Row ``row``'s position in its data: the RNG state (as JSON bytes) and the unused rest of

@@ -19,6 +19,7 @@ from frd.classification.runner import build_run
 from frd.classification.runs import ClsRuns
 from frd.classification.sweep import HEADLINE, accuracy_against_uplink, summary
 from frd.domains import Curve, Domain
+from frd.errors import FrdError
 from frd.remote import Reply, Request
 from frd.results import ResultStore, run_id
 from frd.saved import EvalRequest, SavedModels
@@ -49,6 +50,9 @@ class ClsDomain(ClsRuns):
 
     def remote_config(self, args: argparse.Namespace) -> tuple[ClsConfig, Path]:
         config = cli.config_from_args(args)
+        if config.partial_participation:
+            raise FrdError("frd flower runs every device in every round (one node each); sample devices per "
+                           "round (--clients-per-round, --fraction) with frd cls")
         build_run(config, 0, _data(config))
         return config, Path(args.out).resolve()
 

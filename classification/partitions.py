@@ -1,4 +1,5 @@
-"""Seeded splits of a labelled pool into device datasets: IID, Mix2FLD's non-IID, Dirichlet(α).
+"""Seeded splits of a labelled pool into device datasets: IID, Mix2FLD's non-IID, Dirichlet(α),
+and McMahan et al. 2017's label shards.
 
 Every function returns one array of pool indices per device; devices never share a sample.
 ``samples=None`` means the paper's 500 per device, or the most the pool can always serve.
@@ -30,6 +31,8 @@ class PartitionSpec:
     """mix2fld: labels a device barely holds [Oh et al. 2020: 2]."""
     minority_samples: int = 2
     """mix2fld: samples of each minority label [Oh et al. 2020: 2]."""
+    shards_per_client: int = 2
+    """shards: label-sorted shards each device gets [McMahan et al. 2017: 2]."""
 
 
 def _too_small(name: str, labels: np.ndarray, devices: int, samples: int | None) -> FrdError:
@@ -118,17 +121,43 @@ def dirichlet(labels: np.ndarray, devices: int, samples: int | None, rng: np.ran
         raise FrdError(f"Dirichlet alpha must be > 0, got {alpha}; try 0.5 (mild) or 0.1 (strong skew)")
     if samples is None:
         samples = min(PAPER_SAMPLES, labels.size // devices)
-    if samples < max(min_samples, 1) or devices * samples > labels.size:
+    if samples < 1 or devices * samples > labels.size:
         raise _too_small("dirichlet", labels, devices, samples)
+    least = max(min_samples, 1)  # a device with no sample could not train
+    if samples < least:
+        raise FrdError(f"partition 'dirichlet' redraws until every device holds --min-samples {min_samples} or more, "
+                       f"above the mean --samples-per-device {samples}; lower --min-samples (to 1 at the least)")
     chosen = np.sort(rng.choice(labels.size, devices * samples, replace=False))
     for _ in range(MAX_DIRICHLET_DRAWS):
         parts = _dirichlet_draw(labels[chosen], devices, alpha, rng)
-        if min(p.size for p in parts) >= min_samples:
+        if min(p.size for p in parts) >= least:
             return [chosen[p] for p in parts]
-    raise FrdError(f"no Dirichlet(alpha={alpha}) draw in {MAX_DIRICHLET_DRAWS} gave every device ≥ {min_samples} "
+    raise FrdError(f"no Dirichlet(alpha={alpha}) draw in {MAX_DIRICHLET_DRAWS} gave every device ≥ {least} "
                    "samples; raise --alpha or --samples-per-device, or lower --devices")
 
 
+def shards(labels: np.ndarray, devices: int, samples: int | None, rng: np.random.Generator,
+           spec: PartitionSpec = PartitionSpec()) -> list[np.ndarray]:
+    """McMahan et al. 2017's pathological non-IID split: ``devices × samples`` random pool samples
+    sorted by label (in random order within a label), cut into ``devices × shards_per_client``
+    equal shards, and every device dealt ``shards_per_client`` of them at random (so it holds at
+    most that many labels; a shard on a label boundary holds two)."""
+    per_device = spec.shards_per_client
+    if per_device < 1:
+        raise FrdError(f"--shards-per-client must be at least 1, got {per_device}")
+    if samples is None:
+        samples = min(PAPER_SAMPLES, labels.size // devices) // per_device * per_device
+    if samples < 1 or devices * samples > labels.size:
+        raise _too_small("shards", labels, devices, samples)
+    if samples < per_device or samples % per_device:
+        raise FrdError(f"partition 'shards' cannot cut {samples} samples per device into {per_device} equal shards; "
+                       f"make --samples-per-device a multiple of --shards-per-client (at least {per_device})")
+    chosen = rng.choice(labels.size, devices * samples, replace=False)
+    by_label = chosen[np.argsort(labels[chosen], kind="stable")].reshape(devices * per_device, samples // per_device)
+    dealt = rng.permutation(devices * per_device).reshape(devices, per_device)
+    return [np.sort(by_label[hand].ravel()) for hand in dealt]
+
+
 Partitioner = Callable[[np.ndarray, int, "int | None", np.random.Generator, PartitionSpec], list[np.ndarray]]
-PARTITIONS: dict[str, Partitioner] = {"iid": iid, "mix2fld": mix2fld, "dirichlet": dirichlet}
+PARTITIONS: dict[str, Partitioner] = {"iid": iid, "mix2fld": mix2fld, "dirichlet": dirichlet, "shards": shards}
 """Partitions by name: ``PARTITIONS[name](labels, devices, samples, rng, spec)``."""

@@ -13,8 +13,10 @@ from frd.classification.context import RunContext
 from frd.classification.data import Dataset
 from frd.classification.methods import GLOBAL, Method, get_method
 from frd.classification.models import count_parameters
+from frd.classification.participation import sampled_devices
 from frd.classification.saved import run_models_file
 from frd.classification.training import evaluate
+from frd.errors import FrdError
 from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
 from frd.results import MODELS
@@ -46,6 +48,9 @@ def build_run(config: ClsConfig, seed: int, data: Dataset) -> tuple[RunContext, 
     """One seed's context (partition, devices' models) and method, with ``config`` resolved by the
     method (e.g. its model for ``--model auto``)."""
     method_class = get_method(config.method)
+    if config.partial_participation and not method_class.partial_participation:
+        raise FrdError(f"{config.method} does not support partial participation (--clients-per-round, --fraction); "
+                       "run it with every device taking part")
     ctx = RunContext.build(method_class.resolve(config), seed, data)
     return ctx, method_class(ctx)
 
@@ -60,10 +65,12 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[],
     config = ctx.config
     ledger = Ledger()
     channel = make_channel(config.channel, derive_seed(seed, Stream.CLS_CHANNEL), **config.channel_options)
-    participants = list(range(config.devices))
+    sampled = [sampled_devices(config, seed, round_) for round_ in range(config.rounds + 2)]
 
     def exchange(what: Exchange, round_: int) -> float:
-        return run_round(what, participants, run_id=ctx.run_id, round_=round_, ledger=ledger, channel=channel).comm_s
+        """Round ``round_``'s devices upload; the answer goes to the next round's (``frd.classification.participation``)."""
+        return run_round(what, sampled[round_], run_id=ctx.run_id, round_=round_, ledger=ledger, channel=channel,
+                         receivers=sampled[round_ + 1]).comm_s
 
     rows: list[dict] = []
     compute_total = comm_total = 0.0
@@ -79,6 +86,7 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[],
     close_phase(0, "exchanged", started, exchange(setup, 0) if setup is not None else 0.0)
     for round_ in range(1, config.rounds + 1):
         started = time.perf_counter()
+        ctx.training = sampled[round_]
         method.local_train(round_)
         close_phase(round_, "local", started, 0.0)
         started = time.perf_counter()

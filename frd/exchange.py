@@ -45,20 +45,23 @@ class RoundReport:
 
 
 def run_round(exchange: Exchange, participants: Sequence[int], *, run_id: str, round_: int,
-              ledger: Ledger, channel: Channel | None = None) -> RoundReport:
+              ledger: Ledger, channel: Channel | None = None, receivers: Sequence[int] | None = None) -> RoundReport:
     """Run one round and append its transfers to ``ledger``.
 
     Uploads that fail on the channel are left out of the aggregate; a failed download leaves
     that participant unchanged; ``finish_round`` runs once every download is in. The round's
     communication time is the slowest delivered upload plus the slowest delivered download.
+    ``receivers``: who the aggregate is for (default the participants; a classification round
+    under partial participation sends it to the devices sampled for the next round).
     """
     channel = channel or IdealChannel()
+    receivers = participants if receivers is None else receivers
     uploads = {p: exchange.upload(p) for p in participants}
     up = channel.uplink({p: u.bits for p, u in uploads.items()})
     for p, u in uploads.items():
         ledger.record(run_id, round_, p, "up", u.kind, u.entries, u.bits, up[p].latency_s, up[p].delivered)
     arrived = {p: u for p, u in uploads.items() if up[p].delivered}
-    downloads = exchange.aggregate(arrived, participants) if arrived else {}
+    downloads = exchange.aggregate(arrived, receivers) if arrived else {}
     down = channel.downlink({p: d.bits for p, d in downloads.items()})
     for p, d in downloads.items():
         ledger.record(run_id, round_, p, "down", d.kind, d.entries, d.bits, down[p].latency_s, down[p].delivered)

@@ -31,6 +31,7 @@ class Stream(IntEnum):
     CLS_BATCHES = 3           # with the device id
     CLS_CHANNEL = 4
     CLS_METHOD = 5            # with the method's own keys (below)
+    CLS_PARTICIPATION = 6     # the devices sampled for a round: with the round
 
 
 class MethodStream(IntEnum):

@@ -120,7 +120,7 @@ def test_a_lost_upload_is_in_the_ledger_and_out_of_the_average(digits, drop1):
     assert (ledger["direction"] == "down").sum() == 6, "everyone still downloads the average"
 
 
-@pytest.mark.parametrize("field, value", [("method", "fedprox"), ("dataset", "svhn"), ("partition", "shards"),
+@pytest.mark.parametrize("field, value", [("method", "fedprox"), ("dataset", "svhn"), ("partition", "quantity"),
                                           ("model", "resnet"), ("channel", "pigeon")])
 def test_unknown_names_in_a_config_are_refused(field, value):
     with pytest.raises(FrdError, match=f"unknown (classification )?{field} '{value}'; choose one of"):

@@ -1,11 +1,11 @@
-"""Partitions: exact label counts, the Dirichlet minimum-size rule, disjointness, clear errors."""
+"""Partitions: exact label counts, the Dirichlet minimum-size rule, label shards, disjointness, clear errors."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from frd.classification import partitions
-from frd.classification.partitions import PartitionSpec, dirichlet, iid, mix2fld
+from frd.classification.partitions import PartitionSpec, dirichlet, iid, mix2fld, shards
 from frd.errors import FrdError
 
 LABELS = np.repeat(np.arange(10), 700)  # a pool of 7,000: 700 per label
@@ -92,7 +92,7 @@ def test_dirichlet_alpha_must_be_positive(alpha):
         dirichlet(LABELS, 10, 100, np.random.default_rng(0), PartitionSpec(alpha=alpha))
 
 
-@pytest.mark.parametrize("split", [iid, mix2fld, dirichlet])
+@pytest.mark.parametrize("split", [iid, mix2fld, dirichlet, shards])
 def test_more_devices_than_samples_is_a_clear_error(split):
     with pytest.raises(FrdError, match="lower --devices"):
         split(LABELS, 8000, None, np.random.default_rng(0))
@@ -101,3 +101,63 @@ def test_more_devices_than_samples_is_a_clear_error(split):
 def test_asking_more_of_a_label_than_the_pool_has_names_the_label():
     with pytest.raises(FrdError, match="needs 800 samples of label"):
         iid(LABELS, 10, 800, np.random.default_rng(0))
+
+
+def test_shards_by_hand_three_devices_one_shard_of_two_each():
+    """Pool 1 0 1 0 1 0 sorted by label is 0 0 0 1 1 1; shards of two: (0 0), (0 1), (1 1); each
+    device gets one, so one device holds both labels (the shard on the boundary)."""
+    labels = np.array([1, 0, 1, 0, 1, 0])
+    parts = shards(labels, 3, 2, np.random.default_rng(0), PartitionSpec(shards_per_client=1))
+    counts = sorted(np.bincount(labels[p], minlength=2).tolist() for p in parts)
+    assert counts == [[0, 2], [1, 1], [2, 0]]
+    assert sorted(np.concatenate(parts).tolist()) == list(range(6))
+
+
+def test_shards_mcmahan_two_pure_shards_per_device():
+    """100 devices × 70 samples = the whole pool; 200 shards of 35, 20 per label: every device
+    holds two whole shards, so one or two labels, 35 or 70 samples of each."""
+    parts = shards(LABELS, 100, 70, np.random.default_rng(0), PartitionSpec(shards_per_client=2))
+    counts = label_counts(parts)
+    assert (counts.sum(1) == 70).all() and set(counts.ravel().tolist()) <= {0, 35, 70}
+    assert ((counts > 0).sum(1) <= 2).all() and ((counts > 0).sum(1) == 2).sum() > 90  # a pair of one label is rare
+    assert_disjoint(parts) and sum(p.size for p in parts) == LABELS.size
+    again = shards(LABELS, 100, 70, np.random.default_rng(0), PartitionSpec(shards_per_client=2))
+    other = shards(LABELS, 100, 70, np.random.default_rng(1), PartitionSpec(shards_per_client=2))
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again))
+    assert not all(np.array_equal(a, b) for a, b in zip(parts, other))
+
+
+@pytest.mark.parametrize("devices, samples, per_device, match", [
+    (10, 25, 2, "cannot cut 25 samples per device into 2 equal shards"),
+    (10, 1, 2, "cannot cut 1 samples per device into 2 equal shards"),
+    (10, 800, 2, "cannot give 10 devices 800 samples each"),
+    (10, 20, 0, "--shards-per-client must be at least 1, got 0"),
+])
+def test_shard_counts_that_cannot_be_met_are_clear_errors(devices, samples, per_device, match):
+    with pytest.raises(FrdError, match=match):
+        shards(LABELS, devices, samples, np.random.default_rng(0), PartitionSpec(shards_per_client=per_device))
+
+
+def test_shards_default_size_is_a_multiple_of_the_shards():
+    parts = shards(LABELS, 10, None, np.random.default_rng(0), PartitionSpec(shards_per_client=3))
+    assert {p.size for p in parts} == {498}  # 500 rounded down to 3 shards of 166
+
+
+def test_dirichlet_minimum_above_the_mean_share_names_min_samples():
+    with pytest.raises(FrdError, match="lower --min-samples"):
+        dirichlet(LABELS, 100, 8, np.random.default_rng(0), PartitionSpec(min_samples=10))
+
+
+def test_dirichlet_with_min_samples_0_still_leaves_no_device_empty(monkeypatch):
+    """A device with no sample could not train: a draw that leaves one empty is redrawn."""
+    sizes_per_draw = []
+    original = partitions._dirichlet_draw
+
+    def counting(*args):
+        parts = original(*args)
+        sizes_per_draw.append(min(p.size for p in parts))
+        return parts
+
+    monkeypatch.setattr(partitions, "_dirichlet_draw", counting)
+    parts = dirichlet(LABELS, 50, 8, np.random.default_rng(0), PartitionSpec(alpha=0.2, min_samples=0))
+    assert sizes_per_draw[0] == 0 and min(p.size for p in parts) >= 1

@@ -81,7 +81,7 @@ def test_a_bad_value_names_its_key(tmp_path):
     cmd = command(get_domain("rl"))
     with pytest.raises(FrdError, match=r"^f.toml: grid: expected an integer, got '5.5'"):
         resolve(cmd, {"grid": 5.5}, {}, "f.toml: ")
-    with pytest.raises(FrdError, match=r"^f.toml: partition: choose one of iid, mix2fld, dirichlet, got 'zipf'"):
+    with pytest.raises(FrdError, match=r"^f.toml: partition: choose one of iid, mix2fld, dirichlet, shards, got 'zipf'"):
         resolve(command(get_domain("cls")), {}, {"partition": ["iid", "zipf"]}, "f.toml: ")
     with pytest.raises(FrdError, match=r"^--sweep: unknown key 'seed' \(not a flag of frd rl\); did you mean seeds"):
         split_inline(cmd, ["--sweep", "seed=1,2"])

@@ -32,6 +32,11 @@ class Method(ABC):
     options are ``self.options``."""
 
     Options: ClassVar[type] = NoOptions
+    partial_participation: ClassVar[bool] = False
+    """Whether the method runs when a round samples only some devices (``--clients-per-round``,
+    ``--fraction``): its ``local_train`` trains only ``ctx.training`` and its ``aggregate`` serves
+    the uploads that arrived and the ``participants`` it is given. A method says so; one that does
+    not is refused with those flags."""
 
     @classmethod
     def resolve(cls, config: ClsConfig) -> ClsConfig:
@@ -51,7 +56,8 @@ class Method(ABC):
 
     @abstractmethod
     def aggregate(self, uploads: Mapping[int, Payload], participants: Sequence[int]) -> dict[int, Payload]:
-        """Server side, from the uploads that arrived: what each participant downloads.
+        """Server side, from the uploads that arrived: what each of ``participants`` downloads
+        (the devices sampled for the next round; every device at full participation).
         Server-side training (of ``global_model()``) belongs here."""
 
     @abstractmethod
@@ -68,8 +74,8 @@ class Method(ABC):
         return None
 
     def local_train(self, round_: int) -> None:
-        """The devices' work between exchanges; default: local SGD on ``local_loss``.
-        Override to replace local training (e.g. building synthetic sets instead)."""
+        """The work of the round's devices (``ctx.training``) between exchanges; default: local SGD
+        on ``local_loss``. Override to replace local training (e.g. building synthetic sets instead)."""
         self.ctx.train_devices(self.ctx.config.iterations_per_round, self.local_loss)
 
     def local_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,7 @@ def leave_one_out_teachers(outputs: Mapping[int, np.ndarray], participants: Sequ
 
 class OutputRecorder:
     """Each device's per-label mean softmax output over the forward passes of local training
-    (FD's upload; FLD's too). ``start`` clears it at the start of a round."""
+    (FD's upload; FLD's too). ``start`` clears the rows of the round's training devices."""
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -46,11 +46,13 @@ class OutputRecorder:
         self.rows = torch.arange(len(ctx.local)).unsqueeze(1)
 
     def start(self) -> None:
-        self.sums.zero_()
-        self.counts.zero_()
+        """A new round: its training devices' rows (``rows``, the stack rows of a batched step) cleared."""
+        self.rows = torch.as_tensor(self.ctx.training_rows, dtype=torch.long).unsqueeze(1)
+        self.sums[self.rows[:, 0]] = 0.0
+        self.counts[self.rows[:, 0]] = 0.0
 
     def record(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
-        """Add one batched step: logits [local devices, batch, classes], labels [local devices, batch]."""
+        """Add one batched step: logits [training devices, batch, classes], labels [training devices, batch]."""
         classes = self.ctx.classes
         slots = (self.rows * classes + labels).flatten()
         with torch.no_grad():
@@ -78,6 +80,7 @@ class FederatedDistillation(Method):
     """Mean outputs are collected afresh each round, from the forward passes of local training."""
 
     Options = FDOptions
+    partial_participation = True
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)

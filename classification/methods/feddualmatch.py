@@ -72,6 +72,7 @@ class DatasetDistillation(Method):
 
     Options = DistillationOptions
     preset: ClassVar[str]
+    partial_participation = True
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
@@ -115,14 +116,15 @@ class DatasetDistillation(Method):
         return client, server
 
     def local_train(self, round_: int) -> None:
-        """Every client distils afresh around the global weights it holds (instead of local SGD),
-        all clients in one pass; each gets the set it would get alone."""
+        """Every client of the round distils afresh around the global weights it holds (instead of
+        local SGD), all of them in one pass; each gets the set it would get alone."""
+        self.sets = {}  # a set lives until its upload: memory grows with the round's clients, not all of them
         clients = []
-        for device in self.ctx.local:
+        for device in self.ctx.training:
             images, labels = self.ctx.device_data(device)
             clients.append(ClientData(self.ctx.devices.module(device), Dataset.inputs(images), labels,
                                       self.radius[device], self.generators[device]))
-        for device, synthetic in zip(self.ctx.local, distill_clients(clients, self.client)):
+        for device, synthetic in zip(self.ctx.training, distill_clients(clients, self.client)):
             self.sets[device] = synthetic
             self.distilled_rounds[device] += 1
 
@@ -170,6 +172,8 @@ class DatasetDistillation(Method):
             return {}
         worst = 0.0
         for device, rounds in enumerate(self.distilled_rounds):
+            if rounds == 0:  # never sampled (partial participation): released nothing
+                continue
             _, labels = self.ctx.device_data(device)
             counts = np.bincount(labels.numpy())
             worst = max(worst, client_epsilon(dp, self.client.ipc * int((counts > 0).sum()), counts.tolist(),

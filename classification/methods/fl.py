@@ -22,7 +22,11 @@ def weighted_mean(vectors: Sequence[np.ndarray], weights: Sequence[float]) -> np
 
 
 class FedAvg(Method):
-    """The server knows each device's sample count (registered when it joins; not charged per round)."""
+    """The server knows each device's sample count (registered when it joins; not charged per round).
+    The average weighs the uploads that arrived, so under partial participation the round's
+    participants by their samples [McMahan et al. 2017, Algorithm 1]."""
+
+    partial_participation = True
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)

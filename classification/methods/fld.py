@@ -130,6 +130,7 @@ class FederatedLearningAfterDistillation(Method):
 
     Options = FLDOptions
     seed_kind = "seed_samples"
+    partial_participation = True
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
@@ -289,7 +290,7 @@ class Mix2FLD(MixFLD):
 
     def receive_seeds(self, uploads: Mapping[int, Payload]) -> None:
         options = self.options
-        wanted = None if options.n_inv is None else options.n_inv * self.ctx.config.devices
+        wanted = None if options.n_inv is None else options.n_inv * self.ctx.config.participants_per_round
         inverse = inverse_mixup(self.received_mixes(uploads), wanted, self.server_rng, n_s=options.n_s)
         self.inverse_shortfall = 0 if wanted is None else wanted - len(inverse)
         self._keep_seeds(inverse.x, np.eye(self.ctx.classes)[inverse.label])
