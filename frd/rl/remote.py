@@ -53,7 +53,10 @@ LOG_FIELDS = [c for c in ROUND_COLUMNS if c not in ("round", "agent")]
 
 
 def check_remote(config: RLConfig) -> None:
-    """Refuse methods whose agents cannot run apart, before any process starts."""
+    """Refuse methods whose agents cannot run apart, and SB3 agents, before any process starts."""
+    if config.sb3_configs():
+        raise FrdError("Stable-Baselines3 agents (--agent-spec algo=…) cannot be Flower nodes yet: a node replays "
+                       "its agent from the seed, which an SB3 model's own loop cannot do; run them in process or on ray")
     for name in config.methods:
         method = get_method(name)
         if method.draws_at_upload:
