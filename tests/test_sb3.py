@@ -194,3 +194,19 @@ def test_a_continuous_action_space_and_a_missing_sb3_are_refused(tmp_path, capsy
         rl_config("pd", agent_spec="algo=ppo").validate()
     assert main(["compare", "--methods", "pd", "--agent-spec", "algo=ppo", "--out", str(out)]) == 2
     assert "needs Stable-Baselines3" in capsys.readouterr().err and not out.exists()
+
+
+def test_until_all_retires_an_sb3_agent_at_its_own_completion():
+    tables = _tables("pd", agent_spec="algo=ppo,sb3.n_steps=64,sb3.batch_size=64;h=64", max_episodes=60, period=5,
+                     until="all", target=30.0, window=5)["pd-seed0"]
+    runs, episodes = tables["runs"].iloc[0], tables["episodes"]
+    ppo = episodes[episodes["agent"] == 0]
+    assert runs["agents_completed"] >= 1 and ppo["score"].tail(5).mean() >= 30.0  # its last episode completed it
+    assert ppo["score"].rolling(5).mean().iloc[:-1].dropna().lt(30.0).all()  # and none before
+    assert runs["all_agents_episodes"] == max(episodes.groupby("agent")["episode"].max())
+
+
+def test_sb3_agents_are_refused_as_flower_nodes():
+    from frd.rl.remote import check_remote
+    with pytest.raises(FrdError, match=r"^Stable-Baselines3 agents \(--agent-spec algo=…\) cannot be Flower nodes yet"):
+        check_remote(rl_config("pd", agent_spec="algo=ppo;h=64"))
