@@ -210,3 +210,23 @@ def test_sb3_agents_are_refused_as_flower_nodes():
     from frd.rl.remote import check_remote
     with pytest.raises(FrdError, match=r"^Stable-Baselines3 agents \(--agent-spec algo=…\) cannot be Flower nodes yet"):
         check_remote(rl_config("pd", agent_spec="algo=ppo;h=64"))
+
+
+def test_a_mixed_run_on_ray_gives_the_local_tables_and_models(tmp_path, monkeypatch):
+    """One PPO + our A2C run per method on a Ray started here (the Ray tests' own cost: it starts
+    Ray) equals the local one, tables and saved agents bit for bit."""
+    pytest.importorskip("ray")
+    for target in ("frd.rl.experiment.plot_mission", "frd.rl.experiment.plot_payload"):
+        monkeypatch.setattr(target, lambda *args, **kwargs: None)
+    flags = ["compare", "--methods", "independent,pd", "--agents", "2", "--agent-spec",
+             "algo=ppo,sb3.n_steps=32,sb3.batch_size=32;h=8", "--max-episodes", "6", "--period", "2", "--target", "1e9",
+             "--seeds", "1", "--no-progress"]
+    assert main([*flags, "--out", str(tmp_path / "local")]) == 0
+    assert main([*flags, "--backend", "ray", "--cpus", "1", "--out", str(tmp_path / "ray")]) == 0
+    for name in ("episodes", "ledger", "runs", "rounds"):
+        local, ray = (pd.read_csv(tmp_path / where / f"{name}.csv").drop(columns=["compute_s"], errors="ignore")
+                      for where in ("local", "ray"))
+        pd.testing.assert_frame_equal(local, ray, obj=name)
+    assert set(pd.read_csv(tmp_path / "ray" / "episodes.csv")["algorithm"]) == {"ppo", "frd"}
+    models = {p.name: p.read_bytes() for p in (tmp_path / "local" / "models").glob("*.pt")}
+    assert models and models == {p.name: p.read_bytes() for p in (tmp_path / "ray" / "models").glob("*.pt")}
