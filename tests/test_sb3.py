@@ -175,8 +175,8 @@ def test_bad_sb3_specs_are_one_line_exit_2_and_nothing_written(tmp_path, capsys,
 
 
 def test_frl_across_a_dqn_and_our_a2c_is_refused_naming_the_agent(tmp_path, capsys):
-    message = ("frl averages weights, so its agents need one architecture: agent 0 (dqn) has q-network 4-256-256-2 relu, "
-               "but agent 1 (frd) has actor 4-64-64-2 tanh; use pd or frd")
+    message = ("frl averages weights, so its agents need one architecture (--agent-spec): agent 0 (dqn) has q-network "
+               "4-256-256-2 relu, but agent 1 (frd) has actor 4-64-64-2 tanh; use pd or frd")
     with pytest.raises(FrdError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         rl_config("frl", agents=2, agent_spec="algo=dqn;h=64").validate()
     rl_config("frl", agents=2, agent_spec="algo=ppo,h=64;h=64").validate()  # PPO's 64-64 tanh actor is ours

@@ -37,8 +37,8 @@ class FederatedRL(Strategy):
         if len(set(setup.architectures)) > 1:
             first, algos = setup.architectures[0], setup.algorithms or ("",) * len(setup.architectures)
             odd = [f"agent {a} ({algos[a]}) has {arch}" for a, arch in enumerate(setup.architectures) if arch != first]
-            raise FrdError(f"frl averages weights, so its agents need one architecture: agent 0 ({algos[0]}) has {first}, "
-                           f"but {', '.join(odd)}; use pd or frd, which exchange policies")
+            raise FrdError(f"frl averages weights, so its agents need one architecture (--agent-spec): agent 0 ({algos[0]}) "
+                           f"has {first}, but {', '.join(odd)}; use pd or frd, which exchange policies")
         if len(set(setup.widths)) > 1:
             raise FrdError(f"frl averages weights, so its agents need one hidden width (--agent-spec gives "
                            f"{', '.join(map(str, sorted(set(setup.widths))))}); use pd or frd, which exchange policies")
