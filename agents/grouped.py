@@ -128,6 +128,3 @@ class GroupedPopulation:
         self.groups = [group for group, _, _ in kept]
         self._set_groups(np.unique(self.group_of[list(rows)], return_inverse=True)[1])
 
-
-Population = A2CPopulation | GroupedPopulation
-"""What a strategy is handed: one population's rows, grouped or not."""

@@ -98,7 +98,8 @@ def test_pd_frd_and_mixfrd_distill_across_widths_and_the_folder_resumes(tmp_path
 
 
 def test_frl_refuses_mixed_widths_before_anything_is_written(tmp_path, capsys):
-    with pytest.raises(FrdError, match=r"frl averages weights.*gives 8, 16\); use pd or frd"):
+    with pytest.raises(FrdError, match=r"^frl averages weights, so its agents need one architecture \(--agent-spec\): "
+                       r"agent 0 \(frd\) has actor 4-8-8-2 tanh, but agent 1 \(frd\) has actor 4-16-16-2 tanh; use pd or frd"):
         rl_config(("pd", "frl"), agents=2, agent_spec="h=8;h=16").validate()
     rl_config("frl", agents=2, agent_spec="lr=1e-3;recipe=rlcode").validate()  # one width: fine
     out = tmp_path / "out"

@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from frd.agents.a2c import RECIPES, A2CConfig, for_env, recipe
-from frd.agents.spec import AgentSpec, agent_configs, parse_agent_spec
+from frd.agents.sb3 import SB3Config
+from frd.agents.spec import AgentSpec, agent_configs, agent_specs, parse_agent_spec
 from frd.agents.stacked import ACTIVATIONS
 from frd.channel import CHANNELS, check_channel, parse_channel_option
 from frd.envs.lanes import check_env_id
@@ -52,8 +53,9 @@ class RLConfig:
     recipe: str = field(default="nstep", metadata={"choices": RECIPES})
     """A2C recipe: nstep or rlcode (``frd.agents.a2c.RECIPES``)."""
     agent_spec: tuple[AgentSpec, ...] = field(default=(), metadata={"parse": str, "metavar": "SPEC"})
-    """Per-agent learners, cycled over the agents, e.g. 'h=32;h=64;h=128,lr=3e-4;recipe=rlcode' (keys h, lr,
-    recipe; a missing key: the common one; ``frd.agents.spec``)."""
+    """Per-agent learners, cycled over the agents, e.g. 'h=32;h=64;h=128,lr=3e-4;recipe=rlcode' or
+    'algo=ppo;algo=dqn,sb3.learning_starts=500;h=64' (keys h, lr, recipe, algo=frd|ppo|a2c-sb3|dqn, sb3.<name>,
+    qtemp; a missing key: the common one; ``frd.agents.spec``)."""
     init: str = field(default="shared", metadata={"choices": INITS})
     """Initial weights: shared by the agents of one architecture (a server's initial model), or separate."""
     max_episodes: int = 2000
@@ -92,10 +94,23 @@ class RLConfig:
         return [for_env(c, self.env_id) for c in agent_configs(self.agent_spec, self.agents, self.recipe,
                                                                  self.hidden, self.activation)]
 
+    def sb3_configs(self) -> dict[int, SB3Config]:
+        """Agent → its resolved Stable-Baselines3 learner, for the agents that have one."""
+        return {a: spec.sb3_config(self.env_id) for a, spec in enumerate(agent_specs(self.agent_spec, self.agents))
+                if spec.is_sb3}
+
+    def algorithms(self) -> list[str]:
+        """Each agent's ``algo`` (``frd`` for our A2C)."""
+        return [spec.algorithm for spec in agent_specs(self.agent_spec, self.agents)]
+
     def run_setup(self, observation_space: Any, n_actions: int, seed: int) -> RunSetup:
         """What a method sees of one run before it starts (its checks, its strategy)."""
+        d, sb3 = int(observation_space.shape[0]), self.sb3_configs()
+        architectures = tuple(
+            sb3[a].architecture(d, n_actions) if a in sb3 else f"actor {d}-{c.hidden}-{c.hidden}-{n_actions} {c.activation}"
+            for a, c in enumerate(self.agent_configs()))
         return RunSetup(self.env_id, observation_space, n_actions, self.agents, seed,
-                        tuple(c.hidden for c in self.agent_configs()))
+                        tuple(c.hidden for c in self.agent_configs()), tuple(self.algorithms()), architectures)
 
     def options_for(self, method: str) -> Any:
         return self.options[method] if method in self.options else get_method(method).Options()
@@ -126,6 +141,7 @@ class RLConfig:
         if self.init not in INITS:
             raise FrdError(f"--init takes {' or '.join(INITS)}, got {self.init!r}")
         env = check_env_id(self.env_id)
+        self.sb3_configs()  # SB3 installed, every sb3.<name> a hyperparameter of its algorithm
         setup = self.run_setup(env.observation_space, int(env.action_space.n), self.first_seed)  # type: ignore[attr-defined]
         for name, method in zip(self.methods, methods):
             method.check(self.options_for(name), setup)
@@ -155,11 +171,18 @@ class RLConfig:
         threads) and each method's resolved options."""
         common = {k: v for k, v in asdict(self).items() if k not in ("seeds", "methods", "threads", "options")
                   and not (k in ADDED_LATER and v == ADDED_LATER[k])}
+        if "agent_spec" in common:  # fields added to AgentSpec later: in the key only when set
+            common["agent_spec"] = tuple({k: v for k, v in entry.items()
+                                          if not (k in SPEC_ADDED_LATER and v == SPEC_ADDED_LATER[k])}
+                                         for entry in common["agent_spec"])
         recipes = agent_configs(self.agent_spec, self.agents, self.recipe, self.hidden, self.activation)
         if any(c != for_env(c, self.env_id) for c in recipes):
             common["failure_reward"] = "none: a termination is not a failure here"  # runs before 2026-12-02 had −100
         return ResumeKey(common, {m: options_key(self.options_for(m)) for m in self.methods})
 
+
+SPEC_ADDED_LATER = {"algo": None, "sb3": (), "q_temperature": None}
+"""``AgentSpec`` fields added after results were saved, with their defaults (as ``ADDED_LATER``)."""
 
 COMMON_FIELDS = frozenset(f.name for f in fields(RLConfig)) - {"options"}
 NOT_FLAGS = ("methods", "options")

@@ -49,7 +49,8 @@ class RLDomain(RLRuns):
 
     def config_from_dict(self, values: Mapping[str, Any]) -> RLConfig:
         common = {k: _tuples(v) for k, v in values.items() if k in COMMON_FIELDS}
-        common["agent_spec"] = tuple(AgentSpec(**entry) for entry in values["agent_spec"])
+        common["agent_spec"] = tuple(AgentSpec(**{**entry, "sb3": tuple(tuple(pair) for pair in entry.get("sb3", ()))})
+                                     for entry in values["agent_spec"])
         options = {m: get_method(m).Options(**{k: _tuples(v) for k, v in o.items()}) for m, o in values["options"].items()}
         return RLConfig(**common, options=options)
 

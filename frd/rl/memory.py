@@ -23,6 +23,14 @@ class ExperienceMemory:
         self.probs[lanes, at] = probs
         self.size[lanes] += 1
 
+    def extend(self, lane: int, states: np.ndarray, probs: np.ndarray) -> None:
+        """Append several steps of one lane (an SB3 agent's collection)."""
+        self.reserve(len(states))
+        at = self.size[lane]
+        self.states[lane, at:at + len(states)] = states
+        self.probs[lane, at:at + len(states)] = probs
+        self.size[lane] += len(states)
+
     def reserve(self, steps: int) -> None:
         """Room for ``steps`` more steps of every lane (capacity doubles as needed)."""
         while self.size.max() + steps > self.states.shape[1]:

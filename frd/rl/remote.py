@@ -53,10 +53,13 @@ LOG_FIELDS = [c for c in ROUND_COLUMNS if c not in ("round", "agent")]
 
 
 def check_remote(config: RLConfig) -> None:
-    """Refuse partial participation, and methods whose agents cannot run apart, before any process starts."""
+    """Refuse partial participation, SB3 agents, and methods whose agents cannot run apart, before any process starts."""
     if config.per_round() < config.agents:
         raise FrdError("--agents-per-round and --fraction run in process only (--backend local or ray): a remote "
                        "run takes every agent in every round")
+    if config.sb3_configs():
+        raise FrdError("Stable-Baselines3 agents (--agent-spec algo=…) cannot be Flower nodes yet: a node replays "
+                       "its agent from the seed, which an SB3 model's own loop cannot do; run them in process or on ray")
     for name in config.methods:
         method = get_method(name)
         if method.draws_at_upload:

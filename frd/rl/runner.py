@@ -1,7 +1,18 @@
 """The RL round loop: every lane of every run stepped in lockstep (CartPole with one learner:
 whole update periods per call, ``frd.rl.fused``), rounds at the barrier, each run retired at
 its mission or its episode cap and handed out, with its agents' final weights, at the next safe
-point."""
+point.
+
+A Stable-Baselines3 agent (``frd.agents.sb3``) is a lane whose env and learner are SB3's: its
+population row and env lane stay idle, and when it is due to step and has nothing left to play it
+plays one whole collection (``SB3Learner.collect``: a rollout and its update, or DQN's
+``train_freq`` steps and their gradient steps), whose steps then follow the batch's clock one per
+step, so that its episode ends go through the same rule (``frd.rl.episode_end``), in lane order
+with ours, at the step they would have happened in lockstep. At its barrier it plays on to the end
+of that collection (its partial rollout is completed and learned from; the episodes it ends
+there count towards its next period, its states join this period's memory), and only then is it
+ready for the round: the round happens at the first safe point after that and every other
+agent's barrier. Under ``until first`` what it played past the run's end is dropped, as for ours."""
 from __future__ import annotations
 
 import time
@@ -14,6 +25,7 @@ import torch
 
 from frd.agents import kernel
 from frd.agents.grouped import GroupedPopulation
+from frd.agents.sb3 import MixedPopulation, SB3Learner
 from frd.channel import make_channel
 from frd.envs.lanes import RESET_BLOCK, CartPoleLanes, make_lanes
 from frd.exchange import run_round
@@ -26,6 +38,9 @@ from frd.rl.memory import ExperienceMemory
 from frd.rl.methods import RoundContext, Strategy, get_method
 from frd.rl.saved import agents_file
 from frd.seeding import Stream, derive_seed
+
+ALGORITHM = "algorithm"
+"""Column of episodes.csv (the agent's learner, ``algo=``) and runs.csv (its agents', joined by +)."""
 
 ROUND_COLUMNS = ["round", "agent", "entries", "steps", "loss_before", "loss_after"]
 """rounds.csv (RL): per exchange round and distilling agent, the teacher's entries, the
@@ -82,6 +97,14 @@ class RLBatch:
         self.pop = GroupedPopulation(lane_seeds, self.env.obs_dim, self.env.n_actions,
                                      [learners[a] for a in self.agent_ids] * len(seeds), init_seeds)
         self.rows = np.arange(len(lane_seeds))      # population row → env lane
+        # SB3 agents: env lane → learner; the clock of each one's collection's last step; its episode
+        # ends still to come, (clock, score), in order
+        sb3 = config.sb3_configs()
+        self.sb3 = {lane: SB3Learner(sb3[self.agent_of(lane)], config.env_id, lane_seeds[lane], init_seeds[lane])
+                    for lane in range(len(lane_seeds)) if self.agent_of(lane) in sb3}
+        self.external = np.isin(np.arange(len(lane_seeds)), list(self.sb3))
+        self.sb3_until = np.zeros(len(lane_seeds), np.int64)
+        self.sb3_ends: dict[int, list[tuple[int, float]]] = {lane: [] for lane in self.sb3}
 
         def strategy(method: str, seed: int) -> Strategy:
             setup = config.run_setup(self.env.observation_space, self.env.n_actions, seed)
@@ -115,7 +138,7 @@ class RLBatch:
         self.paused = False                # set by a subclass to leave ``run`` at the next safe point
         # CartPole with one learner: a whole update period per call, run by run (``frd.rl.fused``)
         self.fused = (isinstance(self.env, CartPoleLanes) and len(self.pop.groups) == 1
-                      and self.pop.groups[0].config.n_steps <= RESET_BLOCK)
+                      and self.pop.groups[0].config.n_steps <= RESET_BLOCK and not self.sb3)
 
     @property
     def active(self) -> np.ndarray:
@@ -193,7 +216,7 @@ class RLBatch:
         r = self.rows
         compacted = len(r) < len(self.obs)  # else every lane has its own row, in lane order
         rows_obs = self.obs[r] if compacted else self.obs
-        stepping = self.active.copy()
+        stepping = self.active & ~self.external
         actions, probs = self.pop.act(rows_obs, stepping[r] if compacted else stepping)
         if compacted:
             full_actions = np.zeros(len(self.obs), np.int64)
@@ -206,9 +229,52 @@ class RLBatch:
         self.pop.observe(rows_obs, actions, *(part[r] for part in taken) if compacted else taken)
         self.score += out.reward
         self.env_steps += stepping
-        for lane in np.flatnonzero((out.terminated | out.truncated) & stepping):
-            self._end_episode(int(lane))
+        ended = np.flatnonzero((out.terminated | out.truncated) & stepping).tolist()
+        if not self.sb3:
+            for lane in ended:
+                self._end_episode(lane)
+        else:
+            ends: list[tuple[int, float | None]] = [(lane, None) for lane in ended]
+            for lane, score in sorted(ends + self._step_sb3(), key=lambda end: end[0]):
+                if score is None:
+                    self._end_episode(lane)
+                else:
+                    self._end_sb3_episode(lane, score)
+            for lane in self.sb3:  # a collection ended at the barrier: its agent is ready for the round
+                if self.waiting[lane] and self.sb3_until[lane] == self.clock:
+                    self.at_barrier.add(self._run_of(lane))
         self.obs = out.obs
+
+    def _step_sb3(self) -> list[tuple[int, float | None]]:
+        """This step of every SB3 agent still playing (a new collection where one is due and it
+        is not at its barrier), and the scores of its episodes that end at it."""
+        ends: list[tuple[int, float | None]] = []
+        for lane, learner in self.sb3.items():
+            if self.standing.finished[self._run_of(lane)] or self.capped[lane]:
+                continue
+            if self.sb3_until[lane] < self.clock:  # at a safe point
+                if not self.active[lane]:
+                    continue  # at the barrier: it waits there for the round
+                self._collect(lane, learner)
+            self.env_steps[lane] += 1
+            queue = self.sb3_ends[lane]
+            if queue and queue[0][0] == self.clock:
+                ends.append((lane, queue.pop(0)[1]))
+        return ends
+
+    def _collect(self, lane: int, learner: SB3Learner) -> None:
+        """``learner`` plays its next collection from this step on; its states join the memory."""
+        played = learner.collect()
+        self.sb3_until[lane] = self.clock + played.steps - 1
+        self.sb3_ends[lane] = [(self.clock + step - 1, score) for step, score in played.ends]
+        if self.memory is not None and self.records[lane] and played.steps:
+            assert played.probs is not None
+            self.memory.extend(lane, np.array(played.states, np.float32), played.probs)
+
+    def _end_sb3_episode(self, lane: int, score: float) -> None:
+        what = episode_end.end_episode(lane, score, self.mission, self.standing)
+        if what != episode_end.DROPPED:
+            self._record(lane, int(self.episode[lane]), score, int(self.env_steps[lane]), what)
 
     def _report_status(self, on_status: Callable[[str], None]) -> None:
         live = [r for r in self.runs if not r.finished]
@@ -324,6 +390,8 @@ class RLBatch:
                 continue
             if not self.waiting[live].all():
                 continue
+            if (self.sb3_until[live] > self.clock).any():  # an SB3 agent still plays to its safe point
+                continue
             start = time.perf_counter()
             if self.exchange(i, {self.agent_of(int(lane)): row_of[int(lane)] for lane in live}):
                 run.rounds += 1
@@ -358,7 +426,15 @@ class RLBatch:
                     if self.memory is not None and run.strategy.records_memory else {})
         scores = (recent_scores if recent_scores is not None
                   else {a: episode_end.recent_mean(self.standing, lane) for a, lane in lanes.items()})
-        return RoundContext(self.pop, rows, memories, rng, scores)
+        return RoundContext(self.population, rows, memories, rng, scores)
+
+    @property
+    def population(self) -> GroupedPopulation | MixedPopulation:
+        """The learners by population row, SB3 agents at theirs (``MixedPopulation``)."""
+        if not self.sb3:
+            return self.pop
+        return MixedPopulation(self.pop, {row: self.sb3[int(lane)] for row, lane in enumerate(self.rows)
+                                          if int(lane) in self.sb3})
 
     def exchange(self, i: int, rows: dict[int, int]) -> bool:
         """Run ``i``'s round among its live participants (``rows``: agent → population row); whether it
@@ -389,10 +465,12 @@ class RLBatch:
         other runs share the batch."""
         if not self.finishing:
             return
-        row_of = self._row_of()
+        row_of, population = self._row_of(), self.population
         for run, tables in self.finishing:
-            networks = {a: self.pop.networks(row_of[int(lane)]) for a, lane in zip(self.agent_ids, run.lanes)}
+            networks = {a: population.networks(row_of[int(lane)]) for a, lane in zip(self.agent_ids, run.lanes)}
             self.done.append({**tables, MODELS: agents_file(self.config, run.method, run.seed, networks)})
+            for lane in run.lanes:
+                self.sb3.pop(int(lane), None)  # its SB3 agents are done
         self.finishing = []
 
     def _compact(self) -> None:
@@ -417,6 +495,8 @@ def run_tables(config: RLConfig, run: RunState, episodes: np.ndarray, env_steps:
     the default stay those of results saved before it]."""
     rid = run_id(run.method, run.seed)
     frame = pd.DataFrame(run.episodes, columns=["agent", "episode", "score", "env_steps"])
+    algorithms = config.algorithms()
+    frame.insert(1, ALGORITHM, [algorithms[a] for a in frame["agent"]])
     frame.insert(0, "seed", run.seed)
     frame.insert(0, "method", run.method)
     frame.insert(0, "run_id", rid)
@@ -427,6 +507,7 @@ def run_tables(config: RLConfig, run: RunState, episodes: np.ndarray, env_steps:
     partial = {"agents_per_round": config.per_round()} if config.per_round() < config.agents else {}
     runs = pd.DataFrame([dict(
         run_id=rid, method=run.method, seed=run.seed, n_agents=config.agents, **partial,
+        **{ALGORITHM: "+".join(algorithms)},
         completed=first is not None,
         mission_episodes=first if first is not None else int(max(episodes)),
         all_agents_episodes=max(per_agent) if every else np.nan,
@@ -450,6 +531,8 @@ def iter_simulate(config: RLConfig, runs: Sequence[tuple[str, int]],
     that finished after it was saved runs again, to the same tables), saving it as it goes."""
     if not runs:
         return
+    if config.sb3_configs():  # an SB3 model does not pickle with its env: such runs resume whole
+        checkpoint = None
     batch = checkpoint.resume(runs) if checkpoint is not None else None
     if batch is None:
         batch = RLBatch(config, runs)

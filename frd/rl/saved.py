@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from frd.agents.stacked import sequential
+from frd.agents.stacked import MODULE_ACTIVATIONS, sequential
 from frd.errors import FrdError
 from frd.results import run_id
 from frd.rl.config import RLConfig
@@ -47,11 +47,17 @@ def agents_file(config: RLConfig, method: str, seed: int, networks: Mapping[int,
             linears = [layer for layer in net if isinstance(layer, nn.Linear)]
             described[f"agent{agent}.{role}"] = {
                 "sizes": [layer.in_features for layer in linears] + [linears[-1].out_features],
-                "activation": config.activation}
+                "activation": activation_of(net, config.activation)}
             state_dicts[f"agent{agent}.{role}"] = net.state_dict()
     metadata = {"run_id": run_id(method, seed), "method": method, "seed": seed, "env_id": config.env_id,
                 "agents": sorted(networks), "networks": described}
     return models_file("rl", metadata, state_dicts)
+
+
+def activation_of(net: nn.Sequential, default: str) -> str:
+    """The name of ``net``'s hidden activation (an SB3 DQN's is ReLU whatever ``--activation``)."""
+    names = {kind: name for name, kind in MODULE_ACTIVATIONS.items()}
+    return next((names[type(layer)] for layer in net if type(layer) in names), default)
 
 
 def network(saved: SavedModels, name: str) -> nn.Sequential:

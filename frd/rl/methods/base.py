@@ -16,9 +16,14 @@ from typing import Any, ClassVar, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
-from frd.agents.grouped import Population
+from frd.agents.a2c import A2CPopulation
+from frd.agents.grouped import GroupedPopulation
+from frd.agents.sb3 import MixedPopulation
 from frd.options import NoOptions
 from frd.payload import Payload
+
+Population = A2CPopulation | GroupedPopulation | MixedPopulation
+"""What a strategy is handed: one population's rows, grouped or not, SB3 agents among them or not."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,8 @@ class RunSetup:
     agents: int
     seed: int
     widths: tuple[int, ...] = ()  # each agent's hidden width (empty: not known to the caller)
+    algorithms: tuple[str, ...] = ()     # each agent's learner, ``algo=`` (frd, ppo, a2c-sb3, dqn)
+    architectures: tuple[str, ...] = ()  # each agent's averaged network, e.g. "actor 4-64-64-2 tanh"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,10 @@
-"""FRL: federated averaging of the actor (and optionally critic) weights, equal weights."""
+"""FRL: federated averaging of the actor (and optionally critic) weights, equal weights.
+
+Agents of other learners take part when their averaged network has our actor's shape
+[our reading of issue 43]: an SB3 PPO or A2C policy with hidden layers [h, h] and tanh (SB3's
+default 64-64 at h = 64) is an actor obs → h → h → |A| like ours, and its critic a value network
+obs → h → h → 1 like ours, so they average layer by layer (``frd.agents.sb3.SB3Learner.state``).
+A DQN's Q-network is no actor: it averages only with DQNs of its shape (it has no critic)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,7 +32,13 @@ class FederatedRL(Strategy):
 
     @classmethod
     def check(cls, options: FRLOptions, setup: RunSetup) -> None:
-        """Weights of different shapes have no average: refused before anything runs."""
+        """Weights of different shapes have no average: refused before anything runs, naming the
+        agents whose network does not match agent 0's."""
+        if len(set(setup.architectures)) > 1:
+            first, algos = setup.architectures[0], setup.algorithms or ("",) * len(setup.architectures)
+            odd = [f"agent {a} ({algos[a]}) has {arch}" for a, arch in enumerate(setup.architectures) if arch != first]
+            raise FrdError(f"frl averages weights, so its agents need one architecture (--agent-spec): agent 0 ({algos[0]}) "
+                           f"has {first}, but {', '.join(odd)}; use pd or frd, which exchange policies")
         if len(set(setup.widths)) > 1:
             raise FrdError(f"frl averages weights, so its agents need one hidden width (--agent-spec gives "
                            f"{', '.join(map(str, sorted(set(setup.widths))))}); use pd or frd, which exchange policies")
