@@ -28,7 +28,7 @@ import math
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import tomllib
 
@@ -87,6 +87,19 @@ def suggest(name: str, known: Collection[str]) -> str:
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
+def unknown_flag(name: str, known: Iterable[str], owner: str = "") -> str:
+    """The error for a flag no command has, naming the flags it may have meant: those it begins
+    (what an abbreviation used to pick), those spelt like it, and those holding its words
+    (``--seed``: ``--seeds`` and ``--first-seed``)."""
+    flags = sorted({flag for flag in known if flag.startswith("--")})
+    words = set(name.lstrip("-").split("-"))
+    near = [flag for flag in flags if flag.startswith(name)]
+    near += difflib.get_close_matches(name, flags, n=3, cutoff=0.8)
+    near += [flag for flag in flags if words <= set(flag[2:].split("-"))]
+    near = list(dict.fromkeys(near))[:4]
+    return f"unknown flag {name}{owner}" + (f"; did you mean {' or '.join(near)}?" if near else "")
+
+
 class Command:
     """The flags of a domain's experiment command, as settings: their keys (the flag without
     ``--``), each value checked and typed as the flag parses it, and a setting's arguments."""
@@ -99,9 +112,14 @@ class Command:
                       if key not in self.run_level and action.dest not in ("help", SWEEP_KEY)}
         """Its flags that are settings."""
 
+    @staticmethod
+    def normal(name: str) -> str:
+        """A file key as the flag it names, unchecked (``max_episodes`` → ``max-episodes``)."""
+        return name.removeprefix("--").replace("_", "-")
+
     def key(self, name: str, where: str) -> str:
         """The flag a file key names (``max_episodes`` or ``max-episodes``)."""
-        key = name.removeprefix("--").replace("_", "-")
+        key = self.normal(name)
         if key in self.flags:
             return key
         if key in self.run_level:
@@ -310,3 +328,59 @@ def given_settings(command: Command, argv: Sequence[str]) -> dict[str, Any]:
         else:
             settings[name[2:]] = True if value is None else value
     return settings
+
+
+def override_arguments(command: Command, argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The settings and axes that flags of the experiment command given after an experiment file
+    (``frd run exp.toml --seeds 5 --grid 5,10``) set, every flag and value checked: an unknown flag
+    names those meant, a value is typed as its flag parses it."""
+    axes, rest = split_inline(command, argv)
+    settings: dict[str, Any] = {}
+    words = list(rest)
+    while words:
+        word = words.pop(0)
+        name, attached, text = word.partition("=")
+        key = name[2:]
+        if not name.startswith("--") or not key:
+            raise FrdError(f"{word!r} after the experiment file is no flag: give settings as --KEY VALUE")
+        if key not in command.flags:
+            raise FrdError(unknown_flag(name, [f"--{flag}" for flag in command.flags], f" of frd {command.domain}"))
+        action = command.flags[key]
+        if _is_switch(action):
+            if attached:
+                raise FrdError(f"{name} is a switch: it takes no value")
+            value: Any = True
+        elif attached:
+            value = text
+        elif words and not (words[0].startswith("--") and words[0][2:3].isalpha()):
+            value = words.pop(0)
+        else:
+            raise FrdError(f"{name} needs a value")
+        if _repeats(action):
+            settings.setdefault(key, []).append(value)
+        elif key in settings:
+            raise FrdError(f"{name} is given twice")
+        else:
+            settings[key] = value
+    checked = resolve(command, settings, axes, "--")  # each flag and value checked, named by its flag
+    return {key: checked.settings.get(key, command.flags[key].default) for key in settings}, \
+        {key: list(values) for key, values in checked.axes.items()}
+
+
+def overridden(command: Command, settings: Mapping[str, Any], axes: Mapping[str, Any],
+               overrides: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A file's settings and axes with the flags given after it applied (``override_arguments``):
+    a flag's value replaces the file's, a key it sets is no longer swept, and one it sweeps is no
+    longer set (an axis keeps its place; a new one comes last)."""
+    set_here, swept_here = override_arguments(command, overrides)
+    given = set(set_here) | set(swept_here)
+    kept = {name: value for name, value in settings.items() if Command.normal(name) not in given}
+    merged_axes = {}
+    for name, values in axes.items():
+        key = Command.normal(name)
+        if key in swept_here:
+            merged_axes[key] = swept_here[key]
+        elif key not in set_here:
+            merged_axes[name] = values
+    new_axes = {key: values for key, values in swept_here.items() if key not in merged_axes}
+    return {**kept, **set_here}, {**merged_axes, **new_axes}

@@ -19,12 +19,23 @@ import argparse
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Sequence
 
 from frd.backends import Backend, RaySession, add_backend_arguments, backend_from_args
 from frd.domains import Domain, get_domain
 from frd.errors import FrdError
-from frd.experiment_file import CELLS, RECORD, SWEEP_FLAG, Command, Experiment, given_settings, read_file, resolve, split_inline
+from frd.experiment_file import (
+    CELLS,
+    RECORD,
+    SWEEP_FLAG,
+    Command,
+    Experiment,
+    given_settings,
+    overridden,
+    read_file,
+    resolve,
+    split_inline,
+)
 from frd.report import report
 from frd.results import SHOWN_DIFFERENCES, atomic_write_text, differences
 from frd.tensorboard import add_tensorboard_flag, require_tensorboard
@@ -144,11 +155,31 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
     return 0
 
 
+def split_run_arguments(run: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``frd run``'s own arguments, and the flags of the experiment command given after the file
+    (``frd run exp.toml --seeds 5 --backend ray``: ``--seeds 5`` overrides the file)."""
+    own, overrides, words, file_seen = [], [], list(argv), False
+    while words:
+        word = words.pop(0)
+        action = run._option_string_actions.get(word.split("=", 1)[0]) if word.startswith("-") else None
+        if action is not None:
+            own.append(word)
+            if "=" not in word and action.nargs != 0 and words:
+                own.append(words.pop(0))
+        elif file_seen:
+            overrides.append(word)
+        else:
+            own.append(word)  # the file, or a flag before it that run's parser names
+            file_seen = not word.startswith("-")
+    return own, overrides
+
+
 def _run(args: argparse.Namespace) -> int:
     path = Path(args.experiment)
     domain_name, settings, axes = read_file(path)
     where = f"{path.name}: "
-    experiment = resolve(command(get_domain(domain_name)), settings, axes, where)
+    cmd = command(get_domain(domain_name))
+    experiment = resolve(cmd, *overridden(cmd, settings, axes, args.overrides), where)
     out = Path(args.out) if args.out else Path("results") / path.stem
     if args.print:
         domain = get_domain(domain_name)
@@ -161,11 +192,16 @@ def _run(args: argparse.Namespace) -> int:
     return run_experiment_cells(experiment, out, backend_from_args(args), not args.no_progress, args.tensorboard, where)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``frd run``; its parser (``split_run_arguments`` tells its arguments from the overrides)."""
     p = sub.add_parser("run", help="run an experiment file: one cell per combination of its [sweep] axes",
+                       usage="frd run EXPERIMENT.toml [run flags] [--FLAG VALUE of its command …]",
                        description="Run the cells of an experiment file (TOML: domain = \"rl\" or \"cls\", any flag "
-                                   "of that command as a key, [sweep] axes as lists), then report them.")
+                                   "of that command as a key, [sweep] axes as lists), then report them. Flags of that "
+                                   "command after the file override it (--seeds 5; --grid 5,10 or --sweep KEY=V1,V2 "
+                                   "sweeps); experiment.toml records the result.")
     p.add_argument("experiment", metavar="EXPERIMENT.toml", help="the experiment file")
     add_run_flags(p, "results folder (default results/<file name without .toml>; rerun to resume)")
     p.add_argument("--print", action="store_true", help="show the cells and their runs; run nothing")
-    p.set_defaults(run=_run)
+    p.set_defaults(run=_run, overrides=[])
+    return p

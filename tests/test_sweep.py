@@ -16,7 +16,7 @@ from frd.backends import LOCAL
 from frd.cli import main
 from frd.domains import get_domain
 from frd.errors import FrdError
-from frd.experiment_file import Experiment, read_file, resolve, split_inline
+from frd.experiment_file import Experiment, overridden, read_file, resolve, split_inline
 from frd.sweep import command
 from tests.blank_figures import blank_rl_figures
 
@@ -122,6 +122,58 @@ def test_the_inline_form_resolves_to_the_files_experiment(tmp_path):
     again = _write(tmp_path, from_file.toml(), "record.toml")  # the record reads back as the same experiment
     assert resolve(rl, *read_file(again)[1:], "") == from_file
     assert Experiment("rl", {}, {}).cells()[0].id == "base"
+
+
+# ---- flags after the file override it ----
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["--seeds", "3", "--hidden=16"], "agents = 4\nseeds = 3\nhidden = 16\n[sweep]\ngrid = [5, 10]"),
+    (["--grid", "7"], "agents = 4\nseeds = 2\nhidden = 8\ngrid = 7"),  # a swept key given one value is no axis
+    (["--grid", "5,30", "--sweep", "agents=2,4"], "seeds = 2\nhidden = 8\n[sweep]\ngrid = [5, 30]\nagents = [2, 4]"),
+    (["--agents", "2"], "seeds = 2\nhidden = 8\n[sweep]\ngrid = [5, 10]"),  # the default given: as if not given
+])
+def test_flags_after_the_file_override_it(overrides, expected, tmp_path):
+    rl = command(get_domain("rl"))
+    base = 'domain = "rl"\nmethod = "frd"\nagents = 4\nseeds = 2\nhidden = 8\n[sweep]\ngrid = [5, 10]\n'
+    _, settings, axes = read_file(_write(tmp_path, base))
+    merged = resolve(rl, *overridden(rl, settings, axes, overrides), "")
+    written = read_file(_write(tmp_path, f'domain = "rl"\nmethod = "frd"\n{expected}\n', "expected.toml"))
+    assert merged == resolve(rl, *written[1:], "")
+    assert merged.toml() == resolve(rl, *written[1:], "").toml()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["--gird", "5"], r"^unknown flag --gird of frd rl; did you mean --grid\?$"),
+    (["--seed", "1"], r"^unknown flag --seed of frd rl; did you mean --seeds or --first-seed\?$"),
+    (["--grid", "ten"], r"^--grid: expected an integer, got 'ten'$"),
+    (["--recipe", "dqn"], r"^--recipe: choose one of nstep, rlcode, got 'dqn'$"),
+    (["--seeds"], r"^--seeds needs a value$"),
+    (["--seeds", "2", "--seeds", "3"], r"^--seeds is given twice$"),
+    (["--single-agent-reference=yes"], r"^--single-agent-reference is a switch: it takes no value$"),
+    (["5"], r"^'5' after the experiment file is no flag: give settings as --KEY VALUE$"),
+    (["--grid", "5,10", "--sweep", "grid=30"], r"^--sweep: grid is swept twice$"),
+    (["--window", "0"], r"^exp.toml: cell grid=5: --window must be at least 1, got 0$"),
+])
+def test_a_bad_override_is_one_line_and_writes_nothing(overrides, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    path = _write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10]\n")
+    assert main(["run", str(path), "--out", str(out), *overrides]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(message, err.removeprefix("frd: error: ").strip()), err
+    assert not out.exists()
+
+
+def test_the_record_holds_the_overridden_experiment(tmp_path, capsys):
+    path = _write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10]\n")
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--grid", "5", "--seeds", "1", "--no-progress", "--max-episodes", "10",
+                 "--out", str(out), "--backend", "local"]) == 0
+    record = (out / "experiment.toml").read_text()
+    assert "grid = 5\n" in record and "seeds = 1\n" in record and "max-episodes = 10\n" in record
+    assert "[sweep]" not in record
+    assert pd.read_csv(out / "cells" / "base" / "runs.csv")["run_id"].tolist() == ["frd-seed0"]
+    assert main(["run", str(path), "--out", str(out), "--print"]) == 0  # the file alone: 2 cells of 2 seeds
+    assert capsys.readouterr().out.splitlines()[-1] == f"2 cells, 4 runs, into {out}/"
 
 
 # ---- one sweep, from a file and from the command line ----
