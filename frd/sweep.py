@@ -9,7 +9,9 @@ The record, in the output folder ``OUT`` [our choice]:
 - ``cells/<cell id>/``: one results folder per cell (``grid=5``, ``method=frd,agents=2``), exactly
   as the domain's command writes it (tables, parts and manifests, ``config.json``, summary and
   figures), so resume, verification and ``frd export tensorboard`` work per cell;
-- ``summary.csv`` and ``figures/``: the report across the cells.
+- ``summary.csv`` and ``figures/``: the report across the cells;
+- ``locks/<cell id>.lock``: which process runs a cell (``flock``, gone with the process), so that
+  several processes can share one experiment [our choice: a cell, the engine's batch, is the unit].
 
 A rerun of the same experiment into ``OUT`` runs only the runs that are missing.
 """
@@ -37,8 +39,11 @@ from frd.experiment_file import (
     split_inline,
 )
 from frd.report import report
-from frd.results import SHOWN_DIFFERENCES, atomic_write_text, differences
+from frd.results import SHOWN_DIFFERENCES, ResultStore, atomic_write_text, differences, locked
 from frd.tensorboard import add_tensorboard_flag, require_tensorboard
+
+LOCKS = "locks"
+"""``OUT/locks/<cell id>.lock``: held by the process running that cell."""
 
 
 class _Refusing(argparse.ArgumentParser):
@@ -130,27 +135,50 @@ def _claim(out: Path, experiment: Experiment) -> None:
             shown = ", ".join(changed[:SHOWN_DIFFERENCES]) + (", …" if len(changed) > SHOWN_DIFFERENCES else "")
             raise FrdError(f"{out} holds another experiment ({shown}); use another --out or delete that folder")
         return
+    atomic_write_text(record, experiment.toml())
+
+
+def _refuse_foreign(out: Path) -> None:
+    """``out`` can hold an experiment: it is no file, nor the results of one command."""
     if (out / "config.json").exists():
         raise FrdError(f"{out} holds the results of one frd command, not an experiment; use another --out")
     if out.exists() and not out.is_dir():
         raise FrdError(f"cannot create output folder {out}: it is a file; choose another --out")
-    atomic_write_text(record, experiment.toml())
 
 
 def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, progress: bool,
                          tensorboard: str | None, where: str = "") -> int:
-    """Check every cell, claim ``out``, run each cell's missing runs, then report them all."""
+    """Check every cell, claim ``out``, run each cell's missing runs, then report them all.
+
+    Processes sharing ``out`` split its cells: each runs the cells no other process holds
+    (``LOCKS``), then waits for the others' and runs what they left (a process that died leaves
+    its cell to the next), so every process ends on the whole record and reports it."""
     domain = get_domain(experiment.domain)
     configs = _checked_configs(experiment, domain, out, where)
     if tensorboard is not None:
         require_tensorboard()
-    _claim(out, experiment)
+    _refuse_foreign(out)
+    with locked(out / LOCKS / "experiment.lock"):  # one process at a time reads and writes the record
+        _claim(out, experiment)
+
+    def run(number: int, cell: str, config: Any, wait: bool) -> bool:
+        """Run the cell's missing runs if this process holds it (waiting for it with ``wait``)."""
+        with locked(out / LOCKS / f"{cell}.lock", wait) as mine:
+            if not mine:
+                if progress:
+                    print(f"cell {number}/{len(configs)}: {cell} is run by another process; later", file=sys.stderr)
+                return False
+            if not domain.run_ids(config) <= ResultStore.existing(out / CELLS / cell).finished():
+                if progress:
+                    print(f"cell {number}/{len(configs)}: {cell}", file=sys.stderr)
+                domain.run_experiment(config, out / CELLS / cell, backend, progress,
+                                      tensorboard=None if tensorboard is None else Path(tensorboard) / cell)
+            return True
+
     with nullcontext() if backend.local else RaySession(backend):  # one Ray for every cell
-        for number, (cell, config) in enumerate(configs, 1):
-            if progress:
-                print(f"cell {number}/{len(configs)}: {cell}", file=sys.stderr)
-            domain.run_experiment(config, out / CELLS / cell, backend, progress,
-                                  tensorboard=None if tensorboard is None else Path(tensorboard) / cell)
+        others = [(n, cell, config) for n, (cell, config) in enumerate(configs, 1) if not run(n, cell, config, False)]
+        for number, cell, config in others:
+            run(number, cell, config, True)
     report([out], out)
     return 0
 

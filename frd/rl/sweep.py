@@ -6,12 +6,13 @@ import argparse
 
 import pandas as pd
 
-from frd.domains import Metric
+from frd.domains import Comparison, Metric
 from frd.errors import FrdError
 from frd.results import ResultStore
 from frd.rl import cli
 from frd.rl.config import RLConfig
 from frd.rl.experiment import report
+from frd.rl.summary import BASELINE
 
 HEADLINE = (
     Metric("runs", "runs", plot=False),
@@ -23,6 +24,11 @@ HEADLINE = (
 )
 """Job 2's table [issue 41]: per cell, the median mission episodes with its 95 % bootstrap interval,
 one agent's uplink per round, and all agents' uplink until the mission."""
+
+
+COMPARISON = Comparison(BASELINE, "mission_episodes", lower_is_better=True)
+"""A sweep over ``method`` that includes ``independent``: P(fewer mission episodes than it) per
+method cell, as ``rl_summary`` gives it within a cell."""
 
 
 def experiment_config(args: argparse.Namespace) -> RLConfig:
