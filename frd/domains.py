@@ -68,11 +68,10 @@ class Comparison:
 
     baseline: str
     """The method every other one is compared with (RL: ``independent``)."""
-    measure: str
-    """The ``runs.csv`` column compared, one value per run."""
+    measures: Mapping[str, str]
+    """``runs.csv`` column compared (one value per run) → the summary column it fills, with its
+    ``_lo`` and ``_hi``: P(better than the baseline) and its interval."""
     lower_is_better: bool
-    column: str = "p_improvement"
-    """The summary columns it fills: this one, ``_lo`` and ``_hi`` (P(better than the baseline))."""
 
 
 class Domain(Runs, Protocol):

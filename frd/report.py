@@ -44,6 +44,8 @@ class Cell:
     domain: str
     folder: Path
     axes: dict[str, Any]
+    method_axes: frozenset[str] = frozenset()
+    """The axes that choose its method (``Experiment.method_axes``)."""
 
 
 def column(axis: str) -> str:
@@ -76,8 +78,10 @@ def cells_of(folder: Path) -> list[Cell]:
     """The cells of an experiment's record (in its order), or a results folder as one cell."""
     if (folder / RECORD).exists():
         domain, settings, axes = read_file(folder / RECORD)
-        experiment = Experiment(domain, settings, axes)
-        return [Cell(folder.name, domain, folder / CELLS / cell.id, dict(cell.values)) for cell in experiment.cells()]
+        experiment = Experiment.of_record(domain, settings, axes)
+        chooses = frozenset(experiment.method_axes())
+        return [Cell(folder.name, domain, folder / CELLS / cell.id, dict(cell.values), chooses)
+                for cell in experiment.cells()]
     if (folder / "config.json").exists():
         return [Cell(folder.name, _domain_of(folder), folder, {})]
     raise FrdError(f"{folder} holds neither an experiment ({RECORD}) nor results (config.json)")
@@ -110,23 +114,28 @@ def _summarised(domain: Domain, cell: Cell) -> Summarised | None:
 
 
 def across_methods(comparison: Comparison, cells: Sequence[Summarised]) -> None:
-    """Fill ``comparison.column`` (and ``_lo``, ``_hi``) of each method cell's summary rows: P(its
-    runs better than the baseline cell's with the same experiment and other sweep values), over
-    the seeds both have, with its stratified-bootstrap interval (``frd.stats.improvement_ci``)."""
+    """Fill the columns of ``comparison.measures`` (each with ``_lo``, ``_hi``) in the summary row
+    of each cell whose method an axis chooses: P(its runs better than those of the baseline's cell
+    with the same experiment and other axis values), over the seeds both have, with its
+    stratified-bootstrap interval (``frd.stats.improvement_ci``)."""
     def others(cell: Cell) -> tuple[str, str]:
-        return cell.source, repr(sorted((axis, shown(value)) for axis, value in cell.axes.items() if axis != "method"))
+        kept = sorted((axis, shown(value)) for axis, value in cell.axes.items() if axis not in cell.method_axes)
+        return cell.source, repr(kept)
 
-    baselines = {others(c.cell): c.runs for c in cells if c.cell.axes.get("method") == comparison.baseline}
+    def method(found: Summarised) -> str | None:
+        methods = set(found.summary["method"])
+        return methods.pop() if found.cell.method_axes and len(methods) == 1 else None
+
+    baselines = {others(c.cell): c.runs for c in cells if method(c) == comparison.baseline}
     for found in cells:
         base = baselines.get(others(found.cell))
-        method = found.cell.axes.get("method")
-        if method is None or method == comparison.baseline or base is None:
+        if method(found) in (None, comparison.baseline) or base is None:
             continue
         seeds = set(found.runs["seed"]) & set(base["seed"])
-        mine, theirs = (frame.loc[frame["seed"].isin(seeds), comparison.measure] for frame in (found.runs, base))
-        p, lo, hi = improvement_ci(mine, theirs, lower_is_better=comparison.lower_is_better)
-        name = comparison.column
-        found.summary.loc[found.summary["method"] == method, [name, f"{name}_lo", f"{name}_hi"]] = p, lo, hi
+        for measure, name in comparison.measures.items():
+            mine, theirs = (frame.loc[frame["seed"].isin(seeds), measure] for frame in (found.runs, base))
+            found.summary[[name, f"{name}_lo", f"{name}_hi"]] = improvement_ci(
+                mine, theirs, lower_is_better=comparison.lower_is_better)
 
 
 def _with_axes(summary: pd.DataFrame, cell: Cell, sources: bool) -> pd.DataFrame:

@@ -82,6 +82,8 @@ def improvement_ci(x: pd.Series, y: pd.Series, level: float = 0.95, resamples: i
     """P(X better than Y) (by default fewer is better) and its stratified-bootstrap interval (each
     method's runs resampled on their own)."""
     a, b = x.dropna().to_numpy(float), y.dropna().to_numpy(float)
+    if not min(len(a), len(b)):
+        return float("nan"), float("nan"), float("nan")
     p = probability_of_improvement(a, b, lower_is_better)
     if min(len(a), len(b)) < 2:
         return p, float("nan"), float("nan")

@@ -129,7 +129,7 @@ def _claim(out: Path, experiment: Experiment) -> None:
             domain, settings, axes = read_file(record)
         except FrdError as exc:
             raise FrdError(f"{record} cannot be read ({exc}); use another --out") from None
-        old = Experiment(domain, settings, axes).flat()
+        old = Experiment.of_record(domain, settings, axes).flat()
         changed = differences({"common": old, "methods": {}}, {"common": experiment.flat(), "methods": {}})
         if changed:
             shown = ", ".join(changed[:SHOWN_DIFFERENCES]) + (", …" if len(changed) > SHOWN_DIFFERENCES else "")
@@ -146,6 +146,16 @@ def _refuse_foreign(out: Path) -> None:
         raise FrdError(f"cannot create output folder {out}: it is a file; choose another --out")
 
 
+def claim(experiment: Experiment, out: Path, where: str = "") -> list[tuple[str, Any]]:
+    """(cell id, config) of every cell, each checked, once ``out`` holds this experiment's record
+    (written now, or found there; another experiment's is refused)."""
+    configs = _checked_configs(experiment, get_domain(experiment.domain), out, where)
+    _refuse_foreign(out)
+    with locked(out / LOCKS / "experiment.lock"):  # one process at a time reads and writes the record
+        _claim(out, experiment)
+    return configs
+
+
 def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, progress: bool,
                          tensorboard: str | None, where: str = "") -> int:
     """Check every cell, claim ``out``, run each cell's missing runs, then report them all.
@@ -154,12 +164,9 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
     (``LOCKS``), then waits for the others' and runs what they left (a process that died leaves
     its cell to the next), so every process ends on the whole record and reports it."""
     domain = get_domain(experiment.domain)
-    configs = _checked_configs(experiment, domain, out, where)
     if tensorboard is not None:
         require_tensorboard()
-    _refuse_foreign(out)
-    with locked(out / LOCKS / "experiment.lock"):  # one process at a time reads and writes the record
-        _claim(out, experiment)
+    configs = claim(experiment, out, where)
 
     def run(number: int, cell: str, config: Any, wait: bool) -> bool:
         """Run the cell's missing runs if this process holds it (waiting for it with ``wait``)."""

@@ -26,9 +26,10 @@ HEADLINE = (
 one agent's uplink per round, and all agents' uplink until the mission."""
 
 
-COMPARISON = Comparison(BASELINE, "mission_episodes", lower_is_better=True)
-"""A sweep over ``method`` that includes ``independent``: P(fewer mission episodes than it) per
-method cell, as ``rl_summary`` gives it within a cell."""
+COMPARISON = Comparison(BASELINE, {"mission_episodes": "p_improvement", "all_agents_episodes": "p_improvement_all_agents"},
+                        lower_is_better=True)
+"""A sweep over ``method`` that includes ``independent``: P(fewer episodes than it until the first
+agent's mission, and until every agent's) per method cell, as ``rl_summary`` gives them within a cell."""
 
 
 def experiment_config(args: argparse.Namespace) -> RLConfig:
