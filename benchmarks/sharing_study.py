@@ -44,10 +44,12 @@ MEASURES = {"mission_episodes": "first agent", "all_agents_episodes": "every age
 AXES = ["env", "agents", "population", "variant"]
 """The experiment's axes: what identifies a cell in the study's table and in the old record."""
 COLUMNS = {"runs": "runs", "all_agents_completed_frac": "all_completed",
-           **{f"{m}_iqm{end}": f"{name} IQM{end.replace('_', ' ')}" for m, name in MEASURES.items()
-              for end in ("", "_lo", "_hi")},
-           **{f"p_improvement{tail}{end}": f"{name} {'P(better)' if not end else 'P' + end.replace('_', ' ')}"
-              for tail, name in (("", "first agent"), ("_all_agents", "every agent")) for end in ("", "_lo", "_hi")}}
+           "mission_episodes_iqm": "first agent IQM", "mission_episodes_iqm_lo": "first agent IQM lo",
+           "mission_episodes_iqm_hi": "first agent IQM hi", "all_agents_episodes_iqm": "every agent IQM",
+           "all_agents_episodes_iqm_lo": "every agent IQM lo", "all_agents_episodes_iqm_hi": "every agent IQM hi",
+           "p_improvement": "first agent P(better)", "p_improvement_lo": "first agent P lo",
+           "p_improvement_hi": "first agent P hi", "p_improvement_all_agents": "every agent P(better)",
+           "p_improvement_all_agents_lo": "every agent P lo", "p_improvement_all_agents_hi": "every agent P hi"}
 """``frd report``'s summary column → the study's name for it."""
 ORDER = ["env", "agents", "population", "variant", "runs", "all_completed", "wire_mb_per_agent",
          *(f"{name} IQM{end}" for name in MEASURES.values() for end in ("", " lo", " hi")),

@@ -337,7 +337,7 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
     plotted = [m for m in metrics if m.plot]
     keys = [c for c in dict.fromkeys(("experiment", "method", *names.values())) if c in summary.columns]
     for axis in chosen:
-        if plotted:
+        if plotted and summary[names[axis]].nunique(dropna=False) > 1:  # one value: nothing to draw against
             _save(_against_axis(summary, names[axis], keys, plotted, styles), out / FIGURES / column(axis))
     for name in dict.fromkeys(curve.name for _, curve in curves):
         _save(_curve_figure([(c, k) for c, k in curves if k.name == name], names, styles), out / FIGURES / name)

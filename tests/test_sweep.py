@@ -76,6 +76,12 @@ def _write(folder: Path, text: str, name: str = "exp.toml") -> Path:
     (TINY_FILE + "[sweep]\nwindow = [10, 0]\n", r"exp.toml: cell window=0: --window must be at least 1, got 0"),
     (TINY_FILE.replace('"frd"', '"pd"') + "grid = 5\n", r"cell base: --grid is an option of frd, mixfrd, not of pd"),
     (TINY_FILE + "single-agent-reference = true\n", r"--single-agent-reference is not run in a sweep"),
+    (TINY_FILE + "[sweep]\nsize = { small = 8 }\n", r"exp.toml: the axis size names bundles of settings: each a table"),
+    (TINY_FILE + "[sweep.size]\nsmall = { hiden = 8 }\n", r"exp.toml: size.small: unknown key 'hiden' .*did you mean hidden"),
+    (TINY_FILE + "[sweep.size]\nsmall = { hidden = 4 }\n", r"exp.toml: hidden is set by the axis size and by the settings"),
+    (TINY_FILE + "[sweep]\ngrid = [5]\nskip = [{ gird = 5 }]\n", r"exp.toml: skip: gird is no axis; did you mean grid"),
+    (TINY_FILE + "[sweep]\ngrid = [5]\nskip = [{ grid = 7 }]\n", r"exp.toml: skip: grid has no value 7"),
+    (TINY_FILE + "[sweep]\ngrid = [5]\nskip = { grid = 5 }\n", r"exp.toml: skip takes a list of tables"),
 ])
 def test_a_bad_file_is_one_line_and_writes_nothing(text, message, tmp_path, capsys):
     out = tmp_path / "out"
@@ -131,6 +137,29 @@ def test_the_inline_form_resolves_to_the_files_experiment(tmp_path):
     again = _write(tmp_path, from_file.toml(), "record.toml")  # the record reads back as the same experiment
     assert resolve(rl, *read_file(again)[1:], "") == from_file
     assert Experiment("rl", {}, {}).cells()[0].id == "base"
+
+
+def test_an_axis_of_bundles_sets_several_flags_and_skip_leaves_cells_out(tmp_path):
+    rl = command(get_domain("rl"))
+    text = ('domain = "rl"\nagents = 2\n[sweep]\npopulation = { small = { hidden = 32 }, mixed = { agent-spec = "h=32;h=64" } }\n'
+            'skip = [{ population = "mixed", variant = "frl" }]\n[sweep.variant]\nfrl = { method = "frl" }\n'
+            '"pd steps" = { method = "pd", distill-steps = 20 }\n')
+    experiment = resolve(rl, *read_file(_write(tmp_path, text))[1:], "")
+    assert [c.id for c in experiment.cells()] == ["population=small,variant=frl", "population=small,variant=pd steps",
+                                                  "population=mixed,variant=pd steps"]
+    assert experiment.arguments(rl, experiment.cells()[2]) == ["--agent-spec", "h=32;h=64", "--distill-steps", "20",
+                                                                 "--method", "pd"]
+    assert experiment.method_axes() == {"variant"}
+    record = _write(tmp_path, experiment.toml(), "record.toml")  # the record reads back as the same experiment
+    assert resolve(rl, *read_file(record)[1:], "") == experiment
+    assert Experiment.of_record(*read_file(record)).flat() == experiment.flat()
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "benchmarks" / "experiments").glob("*.toml")),
+                         ids=lambda p: p.name)
+def test_every_study_file_checks_whole(path, tmp_path, capsys):
+    assert main(["run", str(path), "--print", "--out", str(tmp_path / "out")]) == 0
+    assert re.fullmatch(r"\d+ cells, \d+ runs, into .*/", capsys.readouterr().out.splitlines()[-1])
 
 
 # ---- flags after the file override it ----
@@ -356,8 +385,8 @@ def test_print_lists_the_cells_and_runs_and_writes_nothing(tmp_path, capsys):
 def _found(method: str, agents: int, episodes: list[int], seeds: list[int]) -> Summarised:
     summary = pd.DataFrame({"method": [method], "agents": [agents], "p_improvement": [np.nan],
                             "p_improvement_lo": [np.nan], "p_improvement_hi": [np.nan]})
-    runs = pd.DataFrame({"seed": seeds, "mission_episodes": episodes})
-    cell = ReportCell("exp", "rl", Path("."), {"agents": agents, "method": method})
+    runs = pd.DataFrame({"seed": seeds, "mission_episodes": episodes, "all_agents_episodes": np.nan})
+    cell = ReportCell("exp", "rl", Path("."), {"agents": agents, "method": method}, frozenset({"method"}))
     return Summarised(cell, summary, [], runs)
 
 
@@ -371,6 +400,7 @@ def test_p_improvement_compares_each_method_cell_with_independent_on_the_seeds_b
     assert 0 <= row["p_improvement_lo"] < 6 / 9 < row["p_improvement_hi"] <= 1
     assert alone2.summary[["p_improvement", "p_improvement_lo", "p_improvement_hi"]].isna().all(axis=None)
     assert pd4.summary["p_improvement"].isna().all()
+    assert frd2.summary["p_improvement_all_agents"].isna().all()  # --until first: no episodes until every agent
 
 
 def test_a_sweep_over_method_reports_p_improvement_against_independent(tmp_path, capsys):
