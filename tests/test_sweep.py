@@ -155,13 +155,6 @@ def test_an_axis_of_bundles_sets_several_flags_and_skip_leaves_cells_out(tmp_pat
     assert Experiment.of_record(*read_file(record)).flat() == experiment.flat()
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "benchmarks" / "experiments").glob("*.toml")),
-                         ids=lambda p: p.name)
-def test_every_study_file_checks_whole(path, tmp_path, capsys):
-    assert main(["run", str(path), "--print", "--out", str(tmp_path / "out")]) == 0
-    assert re.fullmatch(r"\d+ cells, \d+ runs, into .*/", capsys.readouterr().out.splitlines()[-1])
-
-
 # ---- flags after the file override it ----
 
 @pytest.mark.parametrize("overrides, expected", [
