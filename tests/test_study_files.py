@@ -18,9 +18,9 @@ EXPERIMENTS = Path(__file__).parent.parent / "benchmarks" / "experiments"
 
 @pytest.fixture
 def mnist(tmp_path_factory, monkeypatch):
-    """A made-up MNIST large enough for the distillation study's 10 devices × 500 samples."""
+    """A made-up MNIST large enough for the studies' partitions (10 devices × 500 samples)."""
     cache = tmp_path_factory.mktemp("cache")
-    tiny_mnist(cache / "mnist", train=6000, test=1000)
+    tiny_mnist(cache / "mnist", train=8000, test=1000)
     monkeypatch.setattr(data_module, "USER_CACHE", cache)
 
 
@@ -60,3 +60,12 @@ def test_the_sharing_and_seed_files_build_the_studys_configs(tmp_path):
         ("mixfrd",), agents=2, seeds=20, until="all", max_episodes=1000, recipe="rlcode")
     grid = _configs("seed_grid.toml", tmp_path / "grid")
     assert grid[(30,)] == replace(RLConfig(seeds=20), methods=("frd",), options={"frd": FRDOptions(grid=30)})
+
+
+def test_the_mix2fld_file_builds_the_studys_part_a_configs(mnist, tmp_path):
+    from benchmarks.mix2fld_study import SCALES, grid
+
+    configs = _configs("mix2fld.toml", tmp_path)
+    study = {(cell, config.partition, label): config
+             for label, cell, config in grid(dict(seeds=3, data_dir=None, **SCALES["cpu"]))}
+    assert configs == study and len(configs) == 30
