@@ -12,7 +12,17 @@ The file::
     grid = [5, 10, 30]
 
 Values are TOML numbers, strings, ``true``/``false`` (a switch, ``paper = true``; or a yes|no
-option) and, for a repeatable flag, a list (``channel-opt = ["p_up_dbm=15"]``). Where the runs go
+option) and, for a repeatable flag, a list (``channel-opt = ["p_up_dbm=15"]``). An axis may name
+bundles of settings instead of listing one flag's values, and ``skip`` leaves cells out::
+
+    [sweep]
+    population = { homogeneous = {}, widths = { agent-spec = "h=32;h=64;h=128" } }
+    skip = [{ population = "widths", variant = "frl" }]
+    [sweep.variant]
+    frl = { method = "frl" }
+    "pd steps" = { method = "pd", distill-steps = 20 }
+
+Flags of the command after the file on ``frd run``'s line override it (``overridden``). Where the runs go
 and how they run (``--out``, ``--backend``, …) are no settings: they are ``frd run``'s flags.
 The resolved experiment (``toml``) lists every setting that differs from the command's default by
 its flag name, sorted, values typed as the flag parses them, then the axes in their order: the file

@@ -10,7 +10,7 @@ The record, in the output folder ``OUT`` [our choice]:
   as the domain's command writes it (tables, parts and manifests, ``config.json``, summary and
   figures), so resume, verification and ``frd export tensorboard`` work per cell;
 - ``summary.csv`` and ``figures/``: the report across the cells;
-- ``locks/<cell id>.lock``: which process runs a cell (``flock``, gone with the process), so that
+- ``locks/<cell id>.lock``: which process runs a cell (a POSIX lock, gone with the process), so that
   several processes can share one experiment [our choice: a cell, the engine's batch, is the unit].
 
 A rerun of the same experiment into ``OUT`` runs only the runs that are missing.
