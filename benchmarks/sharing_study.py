@@ -83,11 +83,19 @@ def convert(record: Path, experiment_file: Path, out: Path) -> int:
     return added
 
 
-def study_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """``frd report``'s summary of the experiment in the study's words (``sharing_summary.csv``)."""
+def study_table(summary: pd.DataFrame, seeds: int) -> pd.DataFrame:
+    """``frd report``'s summary of the experiment in the study's words (``sharing_summary.csv``):
+    the variants that have all ``seeds`` runs in a cell whose independent agents have them all
+    (what is left out is named)."""
     table = summary.rename(columns=COLUMNS)
     table["wire_mb_per_agent"] = summary["bits_per_agent_total"] / 8e6
-    return table[ORDER]
+    whole = table["runs"] == seeds
+    cells = pd.Series(list(zip(*(table[axis] for axis in AXES[:3]))), index=table.index)
+    keep = whole & cells.isin(set(cells[whole & (table["variant"] == BASELINE)]))
+    for _, row in table[~keep].iterrows():
+        print(f"--- {row['env']}-{row['agents']}agents-{row['population']} {row['variant']}: {row['runs']} of {seeds} runs "
+              f"or its independent runs unfinished, left out")
+    return table.loc[keep, ORDER].reset_index(drop=True)
 
 
 def interval_verdict(lo: float, hi: float) -> str:
@@ -208,7 +216,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.convert:
         print(f"{convert(args.convert, EXPERIMENT, args.experiment)} runs converted into {args.experiment}")
-    table = study_table(report([args.experiment], args.experiment))
+    table = study_table(report([args.experiment], args.experiment), int(read_file(EXPERIMENT)[1]["seeds"]))
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "sharing_summary.csv", index=False)
     (args.out / "sharing_table.md").write_text(markdown(table))

@@ -47,11 +47,13 @@ def converted(tmp_path_factory):
 def test_the_converted_record_reports_the_committed_table_identically(converted):
     root, added, summary = converted
     assert added == 5 * 20
-    table = sharing_study.study_table(summary)
+    table = sharing_study.study_table(summary, seeds=20)
     table.to_csv(root / "table.csv", index=False)
     committed = pd.read_csv(RESULTS / "sharing_summary.csv").merge(table[CELL], on=CELL)
     assert len(committed) == 5
     pd.testing.assert_frame_equal(pd.read_csv(root / "table.csv"), committed, check_exact=True)
+    assert sharing_study.study_table(summary.assign(runs=summary["runs"] - (summary["variant"] == "frl")), 20)[
+        "variant"].tolist() == ["independent", "pd steps", "independent", "pd steps"]  # a variant short of seeds: left out
     lines = set((RESULTS / "sharing_table.md").read_text().splitlines())
     assert all(line in lines for line in sharing_study.markdown(table).splitlines()[2:])
 
