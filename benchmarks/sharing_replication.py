@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     summaries = [args.original / "sharing_summary.csv", args.replication / "sharing_summary.csv"]
     for path in summaries:
         if not path.is_file():
-            raise SystemExit(f"sharing_replication: no {path} (write it with benchmarks.sharing_study --report-only)")
+            raise SystemExit(f"sharing_replication: no {path} (python -m benchmarks.sharing_study writes it)")
     pairs = compare(*(pd.read_csv(path) for path in summaries))
     if pairs.empty:
         raise SystemExit("sharing_replication: the two summaries share no cell")

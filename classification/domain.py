@@ -41,6 +41,7 @@ class ClsDomain(ClsRuns):
     name = "cls"
     methods = CLS_METHODS
     headline = HEADLINE
+    comparison = None  # no method is every other's baseline
 
     def register(self, subparsers: argparse._SubParsersAction) -> None:
         cli.register(subparsers)

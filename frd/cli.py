@@ -4,30 +4,17 @@ experiment command, named like it, also sweeps: ``frd.sweep``), then ``frd run``
 from __future__ import annotations
 
 import argparse
-import difflib
 import signal
 import sys
-from typing import Any, Callable, Iterable, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from frd import report, sweep
 from frd.domains import domains
 from frd.errors import FrdError
+from frd.experiment_file import unknown_flag
 from frd.flower import cli as flower_cli
 from frd.saved import register as register_eval
 from frd.tensorboard import register as register_export
-
-
-def unknown_flag(name: str, known: Iterable[str]) -> str:
-    """The error for a flag no command has, naming the flags it may have meant: those it begins
-    (what an abbreviation used to pick), those spelt like it, and those holding its words
-    (``--seed``: ``--seeds`` and ``--first-seed``)."""
-    flags = sorted({flag for flag in known if flag.startswith("--")})
-    words = set(name.lstrip("-").split("-"))
-    near = [flag for flag in flags if flag.startswith(name)]
-    near += difflib.get_close_matches(name, flags, n=3, cutoff=0.8)
-    near += [flag for flag in flags if words <= set(flag[2:].split("-"))]
-    near = list(dict.fromkeys(near))[:4]
-    return f"unknown flag {name}" + (f"; did you mean {' or '.join(near)}?" if near else "")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,6 +26,8 @@ class _Parser(argparse.ArgumentParser):
     delegate: Callable[[list[str]], argparse.ArgumentParser] | None = None
     experiments: set[str]
     """The domains' experiment commands (``frd rl``, ``frd cls``): a command line of one may sweep."""
+    run_command: argparse.ArgumentParser
+    """``frd run``'s parser: the flags of an experiment command after its file override the file."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
@@ -77,7 +66,7 @@ def build_parser() -> _Parser:
         if domain.name in sub.choices:
             parser.experiments.add(domain.name)
             sweep.add_sweep_flag(sub.choices[domain.name])
-    sweep.register(sub)
+    parser.run_command = sweep.register(sub)
     report.register(sub)
     flower_cli.register(sub)
     register_export(sub)
@@ -93,6 +82,11 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, Swept | None]:
     """``argv`` parsed as ``frd`` parses it: a domain's experiment command that sweeps
     (``frd rl --grid 5,10``) parses once its axes are taken off; exits on a flag argparse refuses."""
     parser = build_parser()
+    if argv and argv[0] == "run":  # frd run exp.toml --seeds 5: --seeds 5 overrides the file
+        own, overrides = sweep.split_run_arguments(parser.run_command, argv[1:])
+        args = parser.parse_args([argv[0], *own])
+        args.overrides = overrides
+        return args, None
     swept = sweep.inline_axes(argv[0], argv[1:]) if argv and argv[0] in parser.experiments else None
     return parser.parse_args(argv if swept is None else [argv[0], *swept[1]]), swept
 

@@ -60,6 +60,20 @@ class Curve:
     xlog: bool = False
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """How a report across cells compares each method's cell with the baseline method's cell of
+    the same other sweep values, on the seeds both have (``frd report`` of a sweep over
+    ``method``; within one cell the domain's summary compares its methods itself)."""
+
+    baseline: str
+    """The method every other one is compared with (RL: ``independent``)."""
+    measures: Mapping[str, str]
+    """``runs.csv`` column compared (one value per run) → the summary column it fills, with its
+    ``_lo`` and ``_hi``: P(better than the baseline) and its interval."""
+    lower_is_better: bool
+
+
 class Domain(Runs, Protocol):
     """One domain: its runs (``Runs``: a group of runs in one process, one run over a link), its
     command-line (its own commands, and the flags of one experiment over Flower), a participant's
@@ -102,6 +116,10 @@ class Domain(Runs, Protocol):
     @property
     def headline(self) -> Sequence[Metric]:
         """The summary columns a sweep report prints and draws against each axis."""
+
+    @property
+    def comparison(self) -> Comparison | None:
+        """How a report across method cells compares them (optional: None, or absent, compares nothing)."""
 
     def summary(self, config: Any, store: ResultStore) -> pd.DataFrame:
         """The numeric summary of ``config``'s runs in ``store`` (read from verified tables), its

@@ -12,7 +12,17 @@ The file::
     grid = [5, 10, 30]
 
 Values are TOML numbers, strings, ``true``/``false`` (a switch, ``paper = true``; or a yes|no
-option) and, for a repeatable flag, a list (``channel-opt = ["p_up_dbm=15"]``). Where the runs go
+option) and, for a repeatable flag, a list (``channel-opt = ["p_up_dbm=15"]``). An axis may name
+bundles of settings instead of listing one flag's values, and ``skip`` leaves cells out::
+
+    [sweep]
+    population = { homogeneous = {}, widths = { agent-spec = "h=32;h=64;h=128" } }
+    skip = [{ population = "widths", variant = "frl" }]
+    [sweep.variant]
+    frl = { method = "frl" }
+    "pd steps" = { method = "pd", distill-steps = 20 }
+
+Flags of the command after the file on ``frd run``'s line override it (``overridden``). Where the runs go
 and how they run (``--out``, ``--backend``, …) are no settings: they are ``frd run``'s flags.
 The resolved experiment (``toml``) lists every setting that differs from the command's default by
 its flag name, sorted, values typed as the flag parses them, then the axes in their order: the file
@@ -26,9 +36,9 @@ import itertools
 import json
 import math
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import tomllib
 
@@ -40,6 +50,8 @@ CELLS = "cells"
 """… and ``OUT/cells/<cell id>/``, one results folder per cell."""
 DOMAIN_KEY = "domain"
 SWEEP_KEY = "sweep"
+SKIP_KEY = "skip"
+"""In ``[sweep]``: the cells to leave out, e.g. ``skip = [{ population = "widths", method = "frl" }]``."""
 NO_AXES = "base"
 """The id of the one cell of an experiment without axes."""
 SWEEP_FLAG = "--sweep"
@@ -87,6 +99,19 @@ def suggest(name: str, known: Collection[str]) -> str:
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
+def unknown_flag(name: str, known: Iterable[str], owner: str = "") -> str:
+    """The error for a flag no command has, naming the flags it may have meant: those it begins
+    (what an abbreviation used to pick), those spelt like it, and those holding its words
+    (``--seed``: ``--seeds`` and ``--first-seed``)."""
+    flags = sorted({flag for flag in known if flag.startswith("--")})
+    words = set(name.lstrip("-").split("-"))
+    near = [flag for flag in flags if flag.startswith(name)]
+    near += difflib.get_close_matches(name, flags, n=3, cutoff=0.8)
+    near += [flag for flag in flags if words <= set(flag[2:].split("-"))]
+    near = list(dict.fromkeys(near))[:4]
+    return f"unknown flag {name}{owner}" + (f"; did you mean {' or '.join(near)}?" if near else "")
+
+
 class Command:
     """The flags of a domain's experiment command, as settings: their keys (the flag without
     ``--``), each value checked and typed as the flag parses it, and a setting's arguments."""
@@ -99,9 +124,14 @@ class Command:
                       if key not in self.run_level and action.dest not in ("help", SWEEP_KEY)}
         """Its flags that are settings."""
 
+    @staticmethod
+    def normal(name: str) -> str:
+        """A file key as the flag it names, unchecked (``max_episodes`` → ``max-episodes``)."""
+        return name.removeprefix("--").replace("_", "-")
+
     def key(self, name: str, where: str) -> str:
         """The flag a file key names (``max_episodes`` or ``max-episodes``)."""
-        key = name.removeprefix("--").replace("_", "-")
+        key = self.normal(name)
         if key in self.flags:
             return key
         if key in self.run_level:
@@ -157,29 +187,60 @@ def _id_text(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Experiment:
-    """A domain's settings (flag key → value) and the axes of its sweep (key → values, in order)."""
+    """A domain's settings (flag key → value) and the axes of its sweep (key → values, in order).
+
+    An axis may instead name bundles of settings (``bundles``: axis → name → settings; its values
+    are the names), e.g. ``population = { homogeneous = {}, widths = { agent-spec = "h=32;h=64" } }``:
+    what one flag cannot say. ``skip`` leaves out the cells that match one of its entries (axis →
+    value), e.g. a method a population cannot run."""
 
     domain: str
     settings: Mapping[str, Any]
     axes: Mapping[str, Sequence[Any]]
+    bundles: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
+    skip: Sequence[Mapping[str, Any]] = ()
+
+    @classmethod
+    def of_record(cls, domain: str, settings: Mapping[str, Any], axes: Mapping[str, Any]) -> Experiment:
+        """The experiment a record (``toml``'s text, read by ``read_file``) holds, taken as written."""
+        plain = {k: v for k, v in axes.items() if k != SKIP_KEY}
+        bundles = {k: v for k, v in plain.items() if isinstance(v, dict)}
+        return cls(domain, settings, {k: list(v) for k, v in plain.items()}, bundles, list(axes.get(SKIP_KEY, [])))
 
     def cells(self) -> list[Cell]:
-        """The product of the axes, the first outermost; a cell's id names its values, e.g.
-        ``grid=5`` or ``method=frd,agents=2`` (``base`` without axes)."""
+        """The product of the axes, the first outermost, but for those ``skip`` matches; a cell's id
+        names its values, e.g. ``grid=5`` or ``method=frd,agents=2`` (``base`` without axes)."""
         cells = []
         for values in itertools.product(*self.axes.values()):
             chosen = dict(zip(self.axes, values))
+            if any(all(chosen[axis] == value for axis, value in entry.items()) for entry in self.skip):
+                continue
             cells.append(Cell(",".join(f"{k}={_id_text(v)}" for k, v in chosen.items()) or NO_AXES, chosen))
         return cells
 
+    def cell_settings(self, cell: Cell) -> dict[str, Any]:
+        """Every setting of ``cell``: the experiment's, each plain axis's value, each bundle's settings."""
+        merged = dict(self.settings)
+        for axis, value in cell.values.items():
+            merged.update(self.bundles[axis][value] if axis in self.bundles else {axis: value})
+        return merged
+
     def arguments(self, command: Command, cell: Cell) -> list[str]:
         """``cell``'s arguments of the experiment command (without ``--out``)."""
-        merged = {**self.settings, **cell.values}
+        merged = self.cell_settings(cell)
         return [word for key in sorted(merged) for word in command.arguments(key, merged[key])]
+
+    def method_axes(self) -> set[str]:
+        """The axes that choose a cell's method: ``method``, and a bundle axis whose bundles set it."""
+        return {axis for axis in self.axes
+                if axis == "method" or any("method" in bundle for bundle in self.bundles.get(axis, {}).values())}
 
     def flat(self) -> dict[str, Any]:
         """Every setting by name, the axes as ``sweep.<key>``: what two experiments compare."""
-        return {DOMAIN_KEY: self.domain, **self.settings, **{f"{SWEEP_KEY}.{k}": list(v) for k, v in self.axes.items()}}
+        axes = {f"{SWEEP_KEY}.{k}": {n: dict(b) for n, b in self.bundles[k].items()} if k in self.bundles else list(v)
+                for k, v in self.axes.items()}
+        skip = {f"{SWEEP_KEY}.{SKIP_KEY}": [dict(entry) for entry in self.skip]} if self.skip else {}
+        return {DOMAIN_KEY: self.domain, **self.settings, **axes, **skip}
 
     def toml(self) -> str:
         """The resolved experiment as an experiment file (``frd run`` reads it back unchanged)."""
@@ -187,8 +248,15 @@ class Experiment:
                  f"{DOMAIN_KEY} = {_toml(self.domain)}"]
         lines += [f"{key} = {_toml(self.settings[key])}" for key in sorted(self.settings)]
         if self.axes:
-            lines += ["", f"[{SWEEP_KEY}]"] + [f"{key} = {_toml(list(values))}" for key, values in self.axes.items()]
+            lines += ["", f"[{SWEEP_KEY}]"]
+            lines += [f"{_toml_key(key)} = {_toml(self.bundles.get(key, list(values)))}" for key, values in self.axes.items()]
+            if self.skip:
+                lines.append(f"{SKIP_KEY} = {_toml(list(self.skip))}")
         return "\n".join(lines) + "\n"
+
+
+def _toml_key(key: str) -> str:
+    return key if key and all(c.isascii() and (c.isalnum() or c in "-_") for c in key) else json.dumps(key)
 
 
 def _toml(value: Any) -> str:
@@ -200,22 +268,65 @@ def _toml(value: Any) -> str:
         return str(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml(v)}" for k, v in value.items()) + " }" if value else "{}"
     return "[" + ", ".join(map(_toml, value)) + "]"
 
 
-def resolve(command: Command, settings: Mapping[str, Any], axes: Mapping[str, Any], where: str) -> Experiment:
-    """The experiment of raw settings and axes (file keys, TOML or command-line values), every
-    key and value checked; ``where`` starts each error (``grid.toml: ``)."""
+def _checked_settings(command: Command, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
     given: dict[str, Any] = {}
     for name, value in settings.items():
         key = command.key(name, where)
         if key in given:
             raise FrdError(f"{where}{key} is given twice")
         given[key] = command.value(key, value, where)
+    return given
+
+
+def _bundles(command: Command, axis: str, bundles: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:
+    """An axis of named bundles of settings, each checked."""
+    if not bundles or not all(isinstance(b, dict) for b in bundles.values()):
+        raise FrdError(f"{where}the axis {axis} names bundles of settings: each a table, e.g. "
+                       f'{axis} = {{ small = {{ hidden = 32 }}, large = {{ hidden = 128 }} }}')
+    return {str(name): _checked_settings(command, bundle, f"{where}{axis}.{name}: ") for name, bundle in bundles.items()}
+
+
+def _skipped(raw: Any, axes: Mapping[str, list], where: str) -> list[dict[str, Any]]:
+    """``skip``'s entries, each axis named and each value one of its axis's."""
+    if not isinstance(raw, list) or not all(isinstance(entry, dict) and entry for entry in raw):
+        raise FrdError(f'{where}{SKIP_KEY} takes a list of tables, e.g. {SKIP_KEY} = [{{ agents = 8, method = "frl" }}]')
+    entries = []
+    for entry in raw:
+        checked = {}
+        for name, value in entry.items():
+            axis = name if name in axes else Command.normal(name)
+            if axis not in axes:
+                raise FrdError(f"{where}{SKIP_KEY}: {name} is no axis{suggest(axis, axes)}")
+            match = [v for v in axes[axis] if shown(v) == shown(value) or v == value]
+            if not match:
+                raise FrdError(f"{where}{SKIP_KEY}: {axis} has no value {value!r}")
+            checked[axis] = match[0]
+        entries.append(checked)
+    return entries
+
+
+def resolve(command: Command, settings: Mapping[str, Any], axes: Mapping[str, Any], where: str) -> Experiment:
+    """The experiment of raw settings and axes (file keys, TOML or command-line values), every
+    key and value checked; ``where`` starts each error (``grid.toml: ``)."""
+    given = _checked_settings(command, settings, where)
     resolved = {key: value for key, value in given.items()
                 if value not in (command.flags[key].default, [])}  # a default given is as if not given
     swept: dict[str, list] = {}
+    bundles: dict[str, dict[str, dict[str, Any]]] = {}
     for name, values in axes.items():
+        if name == SKIP_KEY:
+            continue
+        if isinstance(values, dict):
+            if name in swept:
+                raise FrdError(f"{where}{name} is swept twice")
+            bundles[name] = _bundles(command, name, values, where)
+            swept[name] = list(bundles[name])
+            continue
         key = command.key(name, where)
         if key in swept:
             raise FrdError(f"{where}{key} is swept twice")
@@ -228,7 +339,15 @@ def resolve(command: Command, settings: Mapping[str, Any], axes: Mapping[str, An
         twice = sorted({t for t in texts if texts.count(t) > 1})
         if twice:
             raise FrdError(f"{where}the axis {key} lists {', '.join(twice)} twice")
-    return Experiment(command.domain, resolved, swept)
+    owners: dict[str, str] = {key: "the settings" for key in given} | {key: f"the axis {key}" for key in swept
+                                                                          if key not in bundles}
+    for axis, named in bundles.items():
+        for key in dict.fromkeys(k for bundle in named.values() for k in bundle):
+            if key in owners and owners[key] != f"the axis {axis}":
+                raise FrdError(f"{where}{key} is set by the axis {axis} and by {owners[key]}: keep one")
+            owners[key] = f"the axis {axis}"
+    skip = _skipped(axes[SKIP_KEY], swept, where) if SKIP_KEY in axes else []
+    return Experiment(command.domain, resolved, swept, bundles, skip)
 
 
 def read_file(path: Path) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -310,3 +429,59 @@ def given_settings(command: Command, argv: Sequence[str]) -> dict[str, Any]:
         else:
             settings[name[2:]] = True if value is None else value
     return settings
+
+
+def override_arguments(command: Command, argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The settings and axes that flags of the experiment command given after an experiment file
+    (``frd run exp.toml --seeds 5 --grid 5,10``) set, every flag and value checked: an unknown flag
+    names those meant, a value is typed as its flag parses it."""
+    axes, rest = split_inline(command, argv)
+    settings: dict[str, Any] = {}
+    words = list(rest)
+    while words:
+        word = words.pop(0)
+        name, attached, text = word.partition("=")
+        key = name[2:]
+        if not name.startswith("--") or not key:
+            raise FrdError(f"{word!r} after the experiment file is no flag: give settings as --KEY VALUE")
+        if key not in command.flags:
+            raise FrdError(unknown_flag(name, [f"--{flag}" for flag in command.flags], f" of frd {command.domain}"))
+        action = command.flags[key]
+        if _is_switch(action):
+            if attached:
+                raise FrdError(f"{name} is a switch: it takes no value")
+            value: Any = True
+        elif attached:
+            value = text
+        elif words and not (words[0].startswith("--") and words[0][2:3].isalpha()):
+            value = words.pop(0)
+        else:
+            raise FrdError(f"{name} needs a value")
+        if _repeats(action):
+            settings.setdefault(key, []).append(value)
+        elif key in settings:
+            raise FrdError(f"{name} is given twice")
+        else:
+            settings[key] = value
+    checked = resolve(command, settings, axes, "--")  # each flag and value checked, named by its flag
+    return {key: checked.settings.get(key, command.flags[key].default) for key in settings}, \
+        {key: list(values) for key, values in checked.axes.items()}
+
+
+def overridden(command: Command, settings: Mapping[str, Any], axes: Mapping[str, Any],
+               overrides: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A file's settings and axes with the flags given after it applied (``override_arguments``):
+    a flag's value replaces the file's, a key it sets is no longer swept, and one it sweeps is no
+    longer set (an axis keeps its place; a new one comes last)."""
+    set_here, swept_here = override_arguments(command, overrides)
+    given = set(set_here) | set(swept_here)
+    kept = {name: value for name, value in settings.items() if Command.normal(name) not in given}
+    merged_axes = {}
+    for name, values in axes.items():
+        key = Command.normal(name)
+        if key in swept_here:
+            merged_axes[key] = swept_here[key]
+        elif key not in set_here:
+            merged_axes[name] = values
+    new_axes = {key: values for key, values in swept_here.items() if key not in merged_axes}
+    return {**kept, **set_here}, {**merged_axes, **new_axes}

@@ -3,11 +3,12 @@
 
 Each cell's tables are first rebuilt from its verified parts (``ResultStore.consolidate``: a
 damaged run is named and left out), then summarised by its domain as its own command does (the
-cell's ``summary.csv`` and figures are redrawn). The cells' summaries, with a column per sweep
-axis in front, become ``R/summary.csv`` (numbers, but for names such as ``method``); a table of the
-domain's headline columns is printed; ``R/figures/`` gets, per axis, those columns against the
-axis (``<axis>.png`` and ``.pdf``), and the domain's curves across cells (classification: accuracy
-against cumulative uplink bits). Nothing runs.
+cell's ``summary.csv`` and figures are redrawn). A sweep over ``method`` compares each method's
+cell with the baseline's (RL: ``p_improvement`` against ``independent``; ``across_methods``). The
+cells' summaries, with a column per sweep axis in front, become ``R/summary.csv`` (numbers, but
+for names such as ``method``); a table of the domain's headline columns is printed; ``R/figures/``
+gets, per axis, those columns against the axis (``<axis>.png`` and ``.pdf``), and the domain's
+curves across cells (classification: accuracy against cumulative uplink bits). Nothing runs.
 """
 from __future__ import annotations
 
@@ -25,11 +26,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from frd.domains import Curve, Domain, Metric, domains, get_domain  # noqa: E402
+from frd.domains import Comparison, Curve, Domain, Metric, domains, get_domain  # noqa: E402
 from frd.errors import FrdError  # noqa: E402
 from frd.experiment_file import CELLS, RECORD, Experiment, read_file, shown, suggest  # noqa: E402
 from frd.results import ResultStore, atomic_write_csv, save_figure  # noqa: E402
-from frd.stats import fmt  # noqa: E402
+from frd.stats import fmt, improvement_ci  # noqa: E402
 
 FIGURES = "figures"
 MARKERS = "osD^vP*X"
@@ -43,6 +44,8 @@ class Cell:
     domain: str
     folder: Path
     axes: dict[str, Any]
+    method_axes: frozenset[str] = frozenset()
+    """The axes that choose its method (``Experiment.method_axes``)."""
 
 
 def column(axis: str) -> str:
@@ -75,14 +78,26 @@ def cells_of(folder: Path) -> list[Cell]:
     """The cells of an experiment's record (in its order), or a results folder as one cell."""
     if (folder / RECORD).exists():
         domain, settings, axes = read_file(folder / RECORD)
-        experiment = Experiment(domain, settings, axes)
-        return [Cell(folder.name, domain, folder / CELLS / cell.id, dict(cell.values)) for cell in experiment.cells()]
+        experiment = Experiment.of_record(domain, settings, axes)
+        chooses = frozenset(experiment.method_axes())
+        return [Cell(folder.name, domain, folder / CELLS / cell.id, dict(cell.values), chooses)
+                for cell in experiment.cells()]
     if (folder / "config.json").exists():
         return [Cell(folder.name, _domain_of(folder), folder, {})]
     raise FrdError(f"{folder} holds neither an experiment ({RECORD}) nor results (config.json)")
 
 
-def _summarised(domain: Domain, cell: Cell) -> tuple[pd.DataFrame, list[Curve]] | None:
+@dataclass
+class Summarised:
+    """One cell's summary, its curves and its verified runs (``runs.csv``'s rows of its config)."""
+
+    cell: Cell
+    summary: pd.DataFrame
+    curves: list[Curve]
+    runs: pd.DataFrame
+
+
+def _summarised(domain: Domain, cell: Cell) -> Summarised | None:
     """A cell's summary and curves from its verified runs; None (named on stderr) if it has none yet."""
     if not (cell.folder / "config.json").exists():
         print(f"frd: {cell.folder} has no runs yet", file=sys.stderr)
@@ -90,10 +105,37 @@ def _summarised(domain: Domain, cell: Cell) -> tuple[pd.DataFrame, list[Curve]] 
     config = domain.config_from_dict(_config_json(cell.folder))
     store = ResultStore.existing(cell.folder)
     store.consolidate()  # tables from verified parts only
-    if store.read("runs").empty:
+    runs = store.read("runs")
+    if runs.empty:
         print(f"frd: {cell.folder} has no finished runs yet", file=sys.stderr)
         return None
-    return domain.summary(config, store), domain.curves(config, store)
+    mine = runs[runs["run_id"].isin(domain.run_ids(config))].reset_index(drop=True)
+    return Summarised(cell, domain.summary(config, store), domain.curves(config, store), mine)
+
+
+def across_methods(comparison: Comparison, cells: Sequence[Summarised]) -> None:
+    """Fill the columns of ``comparison.measures`` (each with ``_lo``, ``_hi``) in the summary row
+    of each cell whose method an axis chooses: P(its runs better than those of the baseline's cell
+    with the same experiment and other axis values), over the seeds both have, with its
+    stratified-bootstrap interval (``frd.stats.improvement_ci``)."""
+    def others(cell: Cell) -> tuple[str, str]:
+        kept = sorted((axis, shown(value)) for axis, value in cell.axes.items() if axis not in cell.method_axes)
+        return cell.source, repr(kept)
+
+    def method(found: Summarised) -> str | None:
+        methods = set(found.summary["method"])
+        return methods.pop() if found.cell.method_axes and len(methods) == 1 else None
+
+    baselines = {others(c.cell): c.runs for c in cells if method(c) == comparison.baseline}
+    for found in cells:
+        base = baselines.get(others(found.cell))
+        if method(found) in (None, comparison.baseline) or base is None:
+            continue
+        seeds = set(found.runs["seed"]) & set(base["seed"])
+        for measure, name in comparison.measures.items():
+            mine, theirs = (frame.loc[frame["seed"].isin(seeds), measure] for frame in (found.runs, base))
+            found.summary[[name, f"{name}_lo", f"{name}_hi"]] = improvement_ci(
+                mine, theirs, lower_is_better=comparison.lower_is_better)
 
 
 def _with_axes(summary: pd.DataFrame, cell: Cell, sources: bool) -> pd.DataFrame:
@@ -273,14 +315,14 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
     axes = list(dict.fromkeys(axis for cell in cells for axis in cell.axes))
     chosen = _chosen_axes(by, axes)
     sources = len({cell.source for cell in cells}) > 1
-    frames, curves = [], []
-    for cell in cells:
-        found = _summarised(domain, cell)
-        if found is not None:
-            frames.append(_with_axes(found[0], cell, sources))
-            curves += [(cell, curve) for curve in found[1]]
-    if not frames:
+    summarised = [found for found in (_summarised(domain, cell) for cell in cells) if found is not None]
+    if not summarised:
         raise FrdError(f"no finished runs in {', '.join(map(str, folders))} yet")
+    comparison = getattr(domain, "comparison", None)
+    if comparison is not None:
+        across_methods(comparison, summarised)
+    frames = [_with_axes(found.summary, found.cell, sources) for found in summarised]
+    curves = [(found.cell, curve) for found in summarised for curve in found.curves]
     summary, names = _axis_columns(pd.concat(frames, ignore_index=True), axes)
     metrics = _metrics(domain, summary, metric_names)
     if by:  # numbers in order, names in the order the experiment lists them
@@ -295,7 +337,7 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
     plotted = [m for m in metrics if m.plot]
     keys = [c for c in dict.fromkeys(("experiment", "method", *names.values())) if c in summary.columns]
     for axis in chosen:
-        if plotted:
+        if plotted and summary[names[axis]].nunique(dropna=False) > 1:  # one value: nothing to draw against
             _save(_against_axis(summary, names[axis], keys, plotted, styles), out / FIGURES / column(axis))
     for name in dict.fromkeys(curve.name for _, curve in curves):
         _save(_curve_figure([(c, k) for c, k in curves if k.name == name], names, styles), out / FIGURES / name)

@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import csv
 import errno
+import fcntl
 import hashlib
 import io
 import json
 import os
 import platform
 import sys
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, is_dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -103,8 +104,10 @@ def machine_provenance() -> pd.DataFrame:
 def atomic_write_all(writes: Mapping[Path, Callable[[Path], object]]) -> None:
     """Write each ``path`` by calling its writer on a temporary file beside it (folders made as
     needed), then rename them all: a failure (a full disk, any ``OSError``) before the renames
-    leaves every file as it was and no temporary file, and is one line (``FrdError``)."""
-    temporary = {path: path.with_name(path.name + ".tmp") for path in writes}
+    leaves every file as it was and no temporary file, and is one line (``FrdError``). The
+    temporary file is this process's own (``<name>.<pid>.tmp``): processes sharing an experiment
+    may write one file at once (the same report), and each rename is whole."""
+    temporary = {path: path.with_name(f"{path.name}.{os.getpid()}.tmp") for path in writes}
     current = next(iter(writes), Path())
     try:
         for current, write in writes.items():
@@ -119,6 +122,24 @@ def atomic_write_all(writes: Mapping[Path, Callable[[Path], object]]) -> None:
         fix = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that (or choose another --out)"
         raise FrdError(f"cannot write {current}: {exc.strerror or exc}; the finished runs are kept: {fix} "
                        "and rerun the same command") from None
+
+
+@contextmanager
+def locked(path: Path, wait: bool = True) -> Iterator[bool]:
+    """Hold the lock file ``path`` exclusively, for work that one process of several sharing a
+    folder must do alone; whether it is held: without ``wait``, False at once when another process
+    holds it. A POSIX record lock (``lockf``): this process's own, not its forked children's, and
+    released when it ends, however it ends."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as lock:
+        try:
+            fcntl.lockf(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EAGAIN):
+                raise
+            yield False
+            return
+        yield True
 
 
 def atomic_write(path: Path, write: Callable[[Path], object]) -> None:

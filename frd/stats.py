@@ -78,14 +78,17 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray, lower_is_better: bo
 
 
 def improvement_ci(x: pd.Series, y: pd.Series, level: float = 0.95, resamples: int = 2000,
-                   seed: int = 0) -> tuple[float, float, float]:
-    """P(X better than Y) (fewer is better) and its stratified-bootstrap interval (each method's
-    runs resampled on their own)."""
+                   seed: int = 0, lower_is_better: bool = True) -> tuple[float, float, float]:
+    """P(X better than Y) (by default fewer is better) and its stratified-bootstrap interval (each
+    method's runs resampled on their own)."""
     a, b = x.dropna().to_numpy(float), y.dropna().to_numpy(float)
-    p = probability_of_improvement(a, b)
+    if not min(len(a), len(b)):
+        return float("nan"), float("nan"), float("nan")
+    p = probability_of_improvement(a, b, lower_is_better)
     if min(len(a), len(b)) < 2:
         return p, float("nan"), float("nan")
-    lo, hi = stratified_bootstrap(lambda s: probability_of_improvement(s[0], s[1]), [a, b], level, resamples, seed)
+    lo, hi = stratified_bootstrap(lambda s: probability_of_improvement(s[0], s[1], lower_is_better), [a, b], level,
+                                  resamples, seed)
     return p, lo, hi
 
 

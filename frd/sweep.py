@@ -9,7 +9,9 @@ The record, in the output folder ``OUT`` [our choice]:
 - ``cells/<cell id>/``: one results folder per cell (``grid=5``, ``method=frd,agents=2``), exactly
   as the domain's command writes it (tables, parts and manifests, ``config.json``, summary and
   figures), so resume, verification and ``frd export tensorboard`` work per cell;
-- ``summary.csv`` and ``figures/``: the report across the cells.
+- ``summary.csv`` and ``figures/``: the report across the cells;
+- ``locks/<cell id>.lock``: which process runs a cell (a POSIX lock, gone with the process), so that
+  several processes can share one experiment [our choice: a cell, the engine's batch, is the unit].
 
 A rerun of the same experiment into ``OUT`` runs only the runs that are missing.
 """
@@ -19,15 +21,29 @@ import argparse
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Sequence
 
 from frd.backends import Backend, RaySession, add_backend_arguments, backend_from_args
 from frd.domains import Domain, get_domain
 from frd.errors import FrdError
-from frd.experiment_file import CELLS, RECORD, SWEEP_FLAG, Command, Experiment, given_settings, read_file, resolve, split_inline
+from frd.experiment_file import (
+    CELLS,
+    RECORD,
+    SWEEP_FLAG,
+    Command,
+    Experiment,
+    given_settings,
+    overridden,
+    read_file,
+    resolve,
+    split_inline,
+)
 from frd.report import report
-from frd.results import SHOWN_DIFFERENCES, atomic_write_text, differences
+from frd.results import SHOWN_DIFFERENCES, ResultStore, atomic_write_text, differences, locked
 from frd.tensorboard import add_tensorboard_flag, require_tensorboard
+
+LOCKS = "locks"
+"""``OUT/locks/<cell id>.lock``: held by the process running that cell."""
 
 
 class _Refusing(argparse.ArgumentParser):
@@ -113,42 +129,92 @@ def _claim(out: Path, experiment: Experiment) -> None:
             domain, settings, axes = read_file(record)
         except FrdError as exc:
             raise FrdError(f"{record} cannot be read ({exc}); use another --out") from None
-        old = Experiment(domain, settings, axes).flat()
+        old = Experiment.of_record(domain, settings, axes).flat()
         changed = differences({"common": old, "methods": {}}, {"common": experiment.flat(), "methods": {}})
         if changed:
             shown = ", ".join(changed[:SHOWN_DIFFERENCES]) + (", …" if len(changed) > SHOWN_DIFFERENCES else "")
             raise FrdError(f"{out} holds another experiment ({shown}); use another --out or delete that folder")
         return
+    atomic_write_text(record, experiment.toml())
+
+
+def _refuse_foreign(out: Path) -> None:
+    """``out`` can hold an experiment: it is no file, nor the results of one command."""
     if (out / "config.json").exists():
         raise FrdError(f"{out} holds the results of one frd command, not an experiment; use another --out")
     if out.exists() and not out.is_dir():
         raise FrdError(f"cannot create output folder {out}: it is a file; choose another --out")
-    atomic_write_text(record, experiment.toml())
+
+
+def claim(experiment: Experiment, out: Path, where: str = "") -> list[tuple[str, Any]]:
+    """(cell id, config) of every cell, each checked, once ``out`` holds this experiment's record
+    (written now, or found there; another experiment's is refused)."""
+    configs = _checked_configs(experiment, get_domain(experiment.domain), out, where)
+    _refuse_foreign(out)
+    with locked(out / LOCKS / "experiment.lock"):  # one process at a time reads and writes the record
+        _claim(out, experiment)
+    return configs
 
 
 def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, progress: bool,
                          tensorboard: str | None, where: str = "") -> int:
-    """Check every cell, claim ``out``, run each cell's missing runs, then report them all."""
+    """Check every cell, claim ``out``, run each cell's missing runs, then report them all.
+
+    Processes sharing ``out`` split its cells: each runs the cells no other process holds
+    (``LOCKS``), then waits for the others' and runs what they left (a process that died leaves
+    its cell to the next), so every process ends on the whole record and reports it."""
     domain = get_domain(experiment.domain)
-    configs = _checked_configs(experiment, domain, out, where)
     if tensorboard is not None:
         require_tensorboard()
-    _claim(out, experiment)
+    configs = claim(experiment, out, where)
+
+    def run(number: int, cell: str, config: Any, wait: bool) -> bool:
+        """Run the cell's missing runs if this process holds it (waiting for it with ``wait``)."""
+        with locked(out / LOCKS / f"{cell}.lock", wait) as mine:
+            if not mine:
+                if progress:
+                    print(f"cell {number}/{len(configs)}: {cell} is run by another process; later", file=sys.stderr)
+                return False
+            if not domain.run_ids(config) <= ResultStore.existing(out / CELLS / cell).finished():
+                if progress:
+                    print(f"cell {number}/{len(configs)}: {cell}", file=sys.stderr)
+                domain.run_experiment(config, out / CELLS / cell, backend, progress,
+                                      tensorboard=None if tensorboard is None else Path(tensorboard) / cell)
+            return True
+
     with nullcontext() if backend.local else RaySession(backend):  # one Ray for every cell
-        for number, (cell, config) in enumerate(configs, 1):
-            if progress:
-                print(f"cell {number}/{len(configs)}: {cell}", file=sys.stderr)
-            domain.run_experiment(config, out / CELLS / cell, backend, progress,
-                                  tensorboard=None if tensorboard is None else Path(tensorboard) / cell)
+        others = [(n, cell, config) for n, (cell, config) in enumerate(configs, 1) if not run(n, cell, config, False)]
+        for number, cell, config in others:
+            run(number, cell, config, True)
     report([out], out)
     return 0
+
+
+def split_run_arguments(run: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``frd run``'s own arguments, and the flags of the experiment command given after the file
+    (``frd run exp.toml --seeds 5 --backend ray``: ``--seeds 5`` overrides the file)."""
+    own, overrides, words, file_seen = [], [], list(argv), False
+    while words:
+        word = words.pop(0)
+        action = run._option_string_actions.get(word.split("=", 1)[0]) if word.startswith("-") else None
+        if action is not None:
+            own.append(word)
+            if "=" not in word and action.nargs != 0 and words:
+                own.append(words.pop(0))
+        elif file_seen:
+            overrides.append(word)
+        else:
+            own.append(word)  # the file, or a flag before it that run's parser names
+            file_seen = not word.startswith("-")
+    return own, overrides
 
 
 def _run(args: argparse.Namespace) -> int:
     path = Path(args.experiment)
     domain_name, settings, axes = read_file(path)
     where = f"{path.name}: "
-    experiment = resolve(command(get_domain(domain_name)), settings, axes, where)
+    cmd = command(get_domain(domain_name))
+    experiment = resolve(cmd, *overridden(cmd, settings, axes, args.overrides), where)
     out = Path(args.out) if args.out else Path("results") / path.stem
     if args.print:
         domain = get_domain(domain_name)
@@ -161,11 +227,16 @@ def _run(args: argparse.Namespace) -> int:
     return run_experiment_cells(experiment, out, backend_from_args(args), not args.no_progress, args.tensorboard, where)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``frd run``; its parser (``split_run_arguments`` tells its arguments from the overrides)."""
     p = sub.add_parser("run", help="run an experiment file: one cell per combination of its [sweep] axes",
+                       usage="frd run EXPERIMENT.toml [run flags] [--FLAG VALUE of its command …]",
                        description="Run the cells of an experiment file (TOML: domain = \"rl\" or \"cls\", any flag "
-                                   "of that command as a key, [sweep] axes as lists), then report them.")
+                                   "of that command as a key, [sweep] axes as lists), then report them. Flags of that "
+                                   "command after the file override it (--seeds 5; --grid 5,10 or --sweep KEY=V1,V2 "
+                                   "sweeps); experiment.toml records the result.")
     p.add_argument("experiment", metavar="EXPERIMENT.toml", help="the experiment file")
     add_run_flags(p, "results folder (default results/<file name without .toml>; rerun to resume)")
     p.add_argument("--print", action="store_true", help="show the cells and their runs; run nothing")
-    p.set_defaults(run=_run)
+    p.set_defaults(run=_run, overrides=[])
+    return p

@@ -14,11 +14,14 @@ import frd
 from frd.classification.report import cls_summary, cls_table
 from frd.rl.summary import rl_summary
 
-RL_COLUMNS = ["method", "agents", "runs", "completed_frac", "mission_episodes_median", "mission_episodes_q25",
-              "mission_episodes_q75", "mission_episodes_median_lo", "mission_episodes_median_hi", "mission_episodes_iqm",
-              "mission_episodes_iqm_lo", "mission_episodes_iqm_hi", "p_improvement", "p_improvement_lo",
-              "p_improvement_hi", "slowest_agent_episodes", "median_agent_episodes", "env_steps", "rounds", "seconds",
-              "comm_seconds", "bits_up_per_agent_round", "bits_down_per_agent_round", "bits_up_total", "bits_down_total"]
+RL_COLUMNS = ["method", "agents", "runs", "completed_frac", "all_agents_completed_frac", "mission_episodes_median",
+              "mission_episodes_q25", "mission_episodes_q75", "mission_episodes_median_lo", "mission_episodes_median_hi",
+              "mission_episodes_iqm", "mission_episodes_iqm_lo", "mission_episodes_iqm_hi", "p_improvement",
+              "p_improvement_lo", "p_improvement_hi", "p_improvement_all_agents", "p_improvement_all_agents_lo",
+              "p_improvement_all_agents_hi", "all_agents_episodes_iqm", "all_agents_episodes_iqm_lo",
+              "all_agents_episodes_iqm_hi", "slowest_agent_episodes", "median_agent_episodes", "env_steps", "rounds",
+              "seconds", "comm_seconds", "bits_up_per_agent_round", "bits_down_per_agent_round", "bits_up_total",
+              "bits_down_total", "bits_per_agent_total"]
 CLS_COLUMNS = ["method", "dataset", "partition", "runs", "parameters", "iterations", "accuracy_final_median",
                "accuracy_final_q25", "accuracy_final_q75", "accuracy_final_median_lo", "accuracy_final_median_hi",
                "accuracy_final_iqm", "accuracy_final_iqm_lo", "accuracy_final_iqm_hi", "accuracy_best_median",

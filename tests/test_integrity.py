@@ -7,6 +7,7 @@ import errno
 import io
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -188,7 +189,7 @@ GROWN = ["rl", "--method", "frd", "--agents", "2", "--max-episodes", "8", "--per
 def _site(path: Path, out: Path) -> str:
     """The write site of a temporary file: its folder under ``parts``, ``models``, or its name."""
     relative = path.relative_to(out)
-    return str(relative.parent) if relative.parts[0] in ("parts", "models") else relative.name.removesuffix(".tmp")
+    return str(relative.parent) if relative.parts[0] in ("parts", "models") else re.sub(r"\.\d+\.tmp$", "", relative.name)
 
 
 class FullDisk:

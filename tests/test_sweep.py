@@ -4,8 +4,12 @@ inline form of one sweep give the same record; each cell's tables are those of a
 of that cell; a rerun resumes; ``frd report`` redraws the summary from the record alone."""
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import re
 import shutil
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +20,12 @@ from frd.backends import LOCAL
 from frd.cli import main
 from frd.domains import get_domain
 from frd.errors import FrdError
-from frd.experiment_file import Experiment, read_file, resolve, split_inline
+from frd.experiment_file import Experiment, overridden, read_file, resolve, split_inline
+from frd.report import Cell as ReportCell
+from frd.report import Summarised, across_methods
+from frd.results import locked
+from frd.rl.sweep import COMPARISON
+from frd.stats import improvement_ci
 from frd.sweep import command
 from tests.blank_figures import blank_rl_figures
 
@@ -67,6 +76,12 @@ def _write(folder: Path, text: str, name: str = "exp.toml") -> Path:
     (TINY_FILE + "[sweep]\nwindow = [10, 0]\n", r"exp.toml: cell window=0: --window must be at least 1, got 0"),
     (TINY_FILE.replace('"frd"', '"pd"') + "grid = 5\n", r"cell base: --grid is an option of frd, mixfrd, not of pd"),
     (TINY_FILE + "single-agent-reference = true\n", r"--single-agent-reference is not run in a sweep"),
+    (TINY_FILE + "[sweep]\nsize = { small = 8 }\n", r"exp.toml: the axis size names bundles of settings: each a table"),
+    (TINY_FILE + "[sweep.size]\nsmall = { hiden = 8 }\n", r"exp.toml: size.small: unknown key 'hiden' .*did you mean hidden"),
+    (TINY_FILE + "[sweep.size]\nsmall = { hidden = 4 }\n", r"exp.toml: hidden is set by the axis size and by the settings"),
+    (TINY_FILE + "[sweep]\ngrid = [5]\nskip = [{ gird = 5 }]\n", r"exp.toml: skip: gird is no axis; did you mean grid"),
+    (TINY_FILE + "[sweep]\ngrid = [5]\nskip = [{ grid = 7 }]\n", r"exp.toml: skip: grid has no value 7"),
+    (TINY_FILE + "[sweep]\ngrid = [5]\nskip = { grid = 5 }\n", r"exp.toml: skip takes a list of tables"),
 ])
 def test_a_bad_file_is_one_line_and_writes_nothing(text, message, tmp_path, capsys):
     out = tmp_path / "out"
@@ -122,6 +137,74 @@ def test_the_inline_form_resolves_to_the_files_experiment(tmp_path):
     again = _write(tmp_path, from_file.toml(), "record.toml")  # the record reads back as the same experiment
     assert resolve(rl, *read_file(again)[1:], "") == from_file
     assert Experiment("rl", {}, {}).cells()[0].id == "base"
+
+
+def test_an_axis_of_bundles_sets_several_flags_and_skip_leaves_cells_out(tmp_path):
+    rl = command(get_domain("rl"))
+    text = ('domain = "rl"\nagents = 2\n[sweep]\npopulation = { small = { hidden = 32 }, mixed = { agent-spec = "h=32;h=64" } }\n'
+            'skip = [{ population = "mixed", variant = "frl" }]\n[sweep.variant]\nfrl = { method = "frl" }\n'
+            '"pd steps" = { method = "pd", distill-steps = 20 }\n')
+    experiment = resolve(rl, *read_file(_write(tmp_path, text))[1:], "")
+    assert [c.id for c in experiment.cells()] == ["population=small,variant=frl", "population=small,variant=pd steps",
+                                                  "population=mixed,variant=pd steps"]
+    assert experiment.arguments(rl, experiment.cells()[2]) == ["--agent-spec", "h=32;h=64", "--distill-steps", "20",
+                                                                 "--method", "pd"]
+    assert experiment.method_axes() == {"variant"}
+    record = _write(tmp_path, experiment.toml(), "record.toml")  # the record reads back as the same experiment
+    assert resolve(rl, *read_file(record)[1:], "") == experiment
+    assert Experiment.of_record(*read_file(record)).flat() == experiment.flat()
+
+
+# ---- flags after the file override it ----
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["--seeds", "3", "--hidden=16"], "agents = 4\nseeds = 3\nhidden = 16\n[sweep]\ngrid = [5, 10]"),
+    (["--grid", "7"], "agents = 4\nseeds = 2\nhidden = 8\ngrid = 7"),  # a swept key given one value is no axis
+    (["--grid", "5,30", "--sweep", "agents=2,4"], "seeds = 2\nhidden = 8\n[sweep]\ngrid = [5, 30]\nagents = [2, 4]"),
+    (["--agents", "2"], "seeds = 2\nhidden = 8\n[sweep]\ngrid = [5, 10]"),  # the default given: as if not given
+])
+def test_flags_after_the_file_override_it(overrides, expected, tmp_path):
+    rl = command(get_domain("rl"))
+    base = 'domain = "rl"\nmethod = "frd"\nagents = 4\nseeds = 2\nhidden = 8\n[sweep]\ngrid = [5, 10]\n'
+    _, settings, axes = read_file(_write(tmp_path, base))
+    merged = resolve(rl, *overridden(rl, settings, axes, overrides), "")
+    written = read_file(_write(tmp_path, f'domain = "rl"\nmethod = "frd"\n{expected}\n', "expected.toml"))
+    assert merged == resolve(rl, *written[1:], "")
+    assert merged.toml() == resolve(rl, *written[1:], "").toml()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["--gird", "5"], r"^unknown flag --gird of frd rl; did you mean --grid\?$"),
+    (["--seed", "1"], r"^unknown flag --seed of frd rl; did you mean --seeds or --first-seed\?$"),
+    (["--grid", "ten"], r"^--grid: expected an integer, got 'ten'$"),
+    (["--recipe", "dqn"], r"^--recipe: choose one of nstep, rlcode, got 'dqn'$"),
+    (["--seeds"], r"^--seeds needs a value$"),
+    (["--seeds", "2", "--seeds", "3"], r"^--seeds is given twice$"),
+    (["--single-agent-reference=yes"], r"^--single-agent-reference is a switch: it takes no value$"),
+    (["5"], r"^'5' after the experiment file is no flag: give settings as --KEY VALUE$"),
+    (["--grid", "5,10", "--sweep", "grid=30"], r"^--sweep: grid is swept twice$"),
+    (["--window", "0"], r"^exp.toml: cell grid=5: --window must be at least 1, got 0$"),
+])
+def test_a_bad_override_is_one_line_and_writes_nothing(overrides, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    path = _write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10]\n")
+    assert main(["run", str(path), "--out", str(out), *overrides]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(message, err.removeprefix("frd: error: ").strip()), err
+    assert not out.exists()
+
+
+def test_the_record_holds_the_overridden_experiment(tmp_path, capsys):
+    path = _write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10]\n")
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--grid", "5", "--seeds", "1", "--no-progress", "--max-episodes", "10",
+                 "--out", str(out), "--backend", "local"]) == 0
+    record = (out / "experiment.toml").read_text()
+    assert "grid = 5\n" in record and "seeds = 1\n" in record and "max-episodes = 10\n" in record
+    assert "[sweep]" not in record
+    assert pd.read_csv(out / "cells" / "base" / "runs.csv")["run_id"].tolist() == ["frd-seed0"]
+    assert main(["run", str(path), "--out", str(out), "--print"]) == 0  # the file alone: 2 cells of 2 seeds
+    assert capsys.readouterr().out.splitlines()[-1] == f"2 cells, 4 runs, into {out}/"
 
 
 # ---- one sweep, from a file and from the command line ----
@@ -223,6 +306,45 @@ def test_report_leaves_out_a_damaged_run_and_names_it(sweeps, tmp_path, capsys):
     assert summary["runs"].tolist() == [1, 2]
 
 
+def _frd_logged(args: list[str], log: Path) -> None:
+    """``frd *args`` in a forked process, its stderr (progress and cell lines) into ``log``."""
+    with log.open("w", buffering=1) as stream, contextlib.redirect_stderr(stream):  # line by line, as it runs
+        code = main(args)
+    sys.exit(code)
+
+
+def test_two_processes_share_one_experiment_each_cell_run_once(tmp_path):
+    """Two ``frd run`` of one experiment into one folder while this test holds cell grid=10: the
+    free cell is run by one of them, grid=10 by nobody until it is released, then by one; both
+    end on the record a single process writes. (Forked, not started: the cells' figures stay blank.)"""
+    path = _write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10]\n")
+    assert main(["run", str(path), "--out", str(tmp_path / "one"), "--no-progress"]) == 0
+    two, logs = tmp_path / "two", [tmp_path / "a.log", tmp_path / "b.log"]
+    fork = multiprocessing.get_context("fork")
+    with locked(two / "locks" / "grid=10.lock", wait=False) as held:
+        assert held
+        processes = [fork.Process(target=_frd_logged, args=(["run", str(path), "--out", str(two)], log)) for log in logs]
+        for process in processes:
+            process.start()
+        deadline = time.monotonic() + 120
+        while not all("grid=10 is run by another process" in log.read_text() for log in logs if log.exists()) \
+                or not all(log.exists() for log in logs):
+            assert time.monotonic() < deadline and all(p.is_alive() for p in processes), [log.read_text() for log in logs]
+            time.sleep(0.1)
+        assert not (two / "cells" / "grid=10").exists()  # held here: nobody runs it
+    for process in processes:
+        process.join(120)
+    assert [process.exitcode for process in processes] == [0, 0], [log.read_text()[-2000:] for log in logs]
+    started = [line for log in logs for line in re.findall(r"cell \d/2: \S+$", log.read_text(), re.M)]
+    assert sorted(started) == ["cell 1/2: grid=5", "cell 2/2: grid=10"], started  # each cell run once
+    for cell in ("grid=5", "grid=10"):
+        for table in TABLES:
+            pd.testing.assert_frame_equal(_table(two / "cells" / cell / f"{table}.csv"),
+                                          _table(tmp_path / "one" / "cells" / cell / f"{table}.csv"), check_exact=True)
+    pd.testing.assert_frame_equal(_table(two / "summary.csv"), _table(tmp_path / "one" / "summary.csv"), check_exact=True)
+    assert not list(two.rglob("*.tmp"))
+
+
 @pytest.mark.parametrize("args, message", [
     (["--by", "gird"], r"--by gird: not a sweep axis here \(axes: grid\); did you mean grid\?"),
     (["--metric", "bits_up"], r"--metric bits_up: no such column in summary.csv; did you mean bits_up_total"),
@@ -249,6 +371,41 @@ def test_print_lists_the_cells_and_runs_and_writes_nothing(tmp_path, capsys):
         "agents=2,method=frd: 2 runs", "agents=2,method=independent: 2 runs", "agents=4,method=frd: 2 runs",
         "agents=4,method=independent: 2 runs", f"4 cells, 8 runs, into {tmp_path / 'out'}/"]
     assert not (tmp_path / "out").exists()
+
+
+# ---- across method cells ----
+
+def _found(method: str, agents: int, episodes: list[int], seeds: list[int]) -> Summarised:
+    summary = pd.DataFrame({"method": [method], "agents": [agents], "p_improvement": [np.nan],
+                            "p_improvement_lo": [np.nan], "p_improvement_hi": [np.nan]})
+    runs = pd.DataFrame({"seed": seeds, "mission_episodes": episodes, "all_agents_episodes": np.nan})
+    cell = ReportCell("exp", "rl", Path("."), {"agents": agents, "method": method}, frozenset({"method"}))
+    return Summarised(cell, summary, [], runs)
+
+
+def test_p_improvement_compares_each_method_cell_with_independent_on_the_seeds_both_have():
+    frd2 = _found("frd", 2, [10, 20, 30], [0, 1, 2])
+    alone2 = _found("independent", 2, [15, 25, 35, 5], [0, 1, 2, 3])  # seed 3: frd has none, left out
+    pd4 = _found("pd", 4, [10, 10], [0, 1])  # no independent cell with 4 agents: nothing to compare with
+    across_methods(COMPARISON, [frd2, alone2, pd4])
+    row = frd2.summary.iloc[0]
+    assert row["p_improvement"] == 6 / 9  # 10 < 15, 25, 35; 20 < 25, 35; 30 < 35
+    assert 0 <= row["p_improvement_lo"] < 6 / 9 < row["p_improvement_hi"] <= 1
+    assert alone2.summary[["p_improvement", "p_improvement_lo", "p_improvement_hi"]].isna().all(axis=None)
+    assert pd4.summary["p_improvement"].isna().all()
+    assert frd2.summary["p_improvement_all_agents"].isna().all()  # --until first: no episodes until every agent
+
+
+def test_a_sweep_over_method_reports_p_improvement_against_independent(tmp_path, capsys):
+    path = _write(tmp_path, TINY_FILE.replace('method = "frd"\n', "") + '[sweep]\nmethod = ["frd", "independent"]\n')
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--no-progress", "--max-episodes", "40"]) == 0
+    summary = pd.read_csv(out / "summary.csv").set_index("method")
+    runs = {m: pd.read_csv(out / "cells" / f"method={m}" / "runs.csv") for m in ("frd", "independent")}
+    expected = improvement_ci(runs["frd"]["mission_episodes"], runs["independent"]["mission_episodes"])
+    assert tuple(summary.loc["frd", ["p_improvement", "p_improvement_lo", "p_improvement_hi"]]) == expected
+    assert np.isfinite(expected[0]) and summary.loc["independent", ["p_improvement"]].isna().all()
+    assert np.isnan(pd.read_csv(out / "cells" / "method=frd" / "summary.csv")["p_improvement"]).all()  # alone in its cell
 
 
 # ---- classification ----

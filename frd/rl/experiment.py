@@ -72,6 +72,8 @@ def report(store: ResultStore, config: RLConfig, reference: ResultStore | None =
     """Numeric summary (saved as ``summary.csv``) and figures of this config's methods and seeds
     (a folder may hold more), with the single-agent reference's row last when there is one."""
     def mine(frame: pd.DataFrame) -> pd.DataFrame:
+        if frame.empty:  # a record of runs alone, converted from a study's
+            return frame
         seeds = frame["seed"].between(config.first_seed, config.first_seed + config.seeds - 1)
         return frame[frame["method"].isin(config.methods) & seeds]
 
@@ -83,6 +85,7 @@ def report(store: ResultStore, config: RLConfig, reference: ResultStore | None =
         summary = pd.concat([summary, rl_summary(mine(reference.read("runs")).assign(method="independent"))],
                             ignore_index=True)
     atomic_write_csv(summary, store.path("summary"))
-    plot_mission(episodes, runs, store.out / "mission.png", config.window, config.target)
+    if not episodes.empty:
+        plot_mission(episodes, runs, store.out / "mission.png", config.window, config.target)
     plot_payload(runs, store.out / "payload.png")
     return summary

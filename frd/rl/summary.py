@@ -17,6 +17,8 @@ BASELINE = "independent"
 MEDIANS = {"slowest_agent_episodes": "all_agents_episodes", "median_agent_episodes": "median_agent_episodes",
            "env_steps": "mission_env_steps", "rounds": "rounds"}
 """Summary column → the runs.csv column whose median over runs it is."""
+IMPROVEMENTS = {"mission_episodes": "p_improvement", "all_agents_episodes": "p_improvement_all_agents"}
+"""runs.csv column → the summary column of P(fewer than ``independent``) on it."""
 
 
 def agent_rounds(runs: pd.DataFrame) -> pd.Series:
@@ -35,31 +37,42 @@ def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
     median's 95 % bootstrap interval ``_median_lo/_hi``; ``mission_episodes_iqm`` with its 95 %
     stratified-bootstrap interval ``_iqm_lo/_hi``; ``p_improvement`` = P(fewer mission episodes than
     ``independent`` with as many agents) with ``_lo/_hi`` (NaN where independent did not run, and
-    in its own row); ``slowest_agent_episodes`` and ``median_agent_episodes`` (``--until all``,
+    in its own row); with ``--until all``, ``all_agents_completed_frac``, ``all_agents_episodes_iqm``
+    (``_lo/_hi``) and ``p_improvement_all_agents`` (``_lo/_hi``): the same until every agent's mission
+    (else NaN); ``slowest_agent_episodes`` and ``median_agent_episodes`` (``--until all``,
     else NaN); ``env_steps`` (all agents together, until the mission); ``seconds`` (compute plus
     simulated channel time) and ``comm_seconds`` (channel time alone); ``rounds``;
     ``bits_up_per_agent_round``/``bits_down_per_agent_round`` (one agent's payload per exchange
-    round, over the agents that took part) and ``bits_up_total``/``bits_down_total`` (all agents and rounds of a run)."""
+    round, over the agents that took part), ``bits_up_total``/``bits_down_total`` (all agents and rounds of a
+    run) and ``bits_per_agent_total`` (one agent's bits up and down over a run)."""
     rows = []
     for (method, agents), g in runs.groupby(["method", "n_agents"], sort=False):
         episodes = g["mission_episodes"]
         agent_round_count = agent_rounds(g).replace(0, np.nan)
         median_lo, median_hi = median_ci(episodes)
-        iqm, iqm_lo, iqm_hi = iqm_ci(episodes)
-        base = runs[(runs["method"] == BASELINE) & (runs["n_agents"] == agents)]["mission_episodes"]
-        p, p_lo, p_hi = (improvement_ci(episodes, base) if len(base) and method != BASELINE
+        base = runs[(runs["method"] == BASELINE) & (runs["n_agents"] == agents)]
+        compared = {}
+        for column, name in IMPROVEMENTS.items():
+            p, lo, hi = (improvement_ci(g[column], base[column]) if len(base) and method != BASELINE
                          else (np.nan, np.nan, np.nan))
+            compared.update({name: p, f"{name}_lo": lo, f"{name}_hi": hi})
         rows.append({
             "method": method, "agents": int(agents), "runs": len(g), "completed_frac": g["completed"].astype(float).mean(),
+            "all_agents_completed_frac": (np.nan if g["all_agents_episodes"].isna().all()  # --until first
+                                          else (g["agents_completed"] == agents).astype(float).mean()),
             "mission_episodes_median": episodes.median(), "mission_episodes_q25": episodes.quantile(0.25),
             "mission_episodes_q75": episodes.quantile(0.75), "mission_episodes_median_lo": median_lo,
-            "mission_episodes_median_hi": median_hi, "mission_episodes_iqm": iqm, "mission_episodes_iqm_lo": iqm_lo,
-            "mission_episodes_iqm_hi": iqm_hi, "p_improvement": p, "p_improvement_lo": p_lo, "p_improvement_hi": p_hi,
+            "mission_episodes_median_hi": median_hi,
+            **dict(zip(("mission_episodes_iqm", "mission_episodes_iqm_lo", "mission_episodes_iqm_hi"), iqm_ci(episodes))),
+            **compared,
+            **dict(zip(("all_agents_episodes_iqm", "all_agents_episodes_iqm_lo", "all_agents_episodes_iqm_hi"),
+                       iqm_ci(g["all_agents_episodes"]))),
             **{name: g[column].median() for name, column in MEDIANS.items()},
             "seconds": (g["compute_s"] + g["comm_s"]).median(), "comm_seconds": g["comm_s"].median(),
             "bits_up_per_agent_round": (g["bits_up"] / agent_round_count).median(),
             "bits_down_per_agent_round": (g["bits_down"] / agent_round_count).median(),
             "bits_up_total": g["bits_up"].median(), "bits_down_total": g["bits_down"].median(),
+            "bits_per_agent_total": ((g["bits_up"] + g["bits_down"]) / agents).median(),
         })
     return pd.DataFrame(rows)
 

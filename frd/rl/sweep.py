@@ -6,12 +6,13 @@ import argparse
 
 import pandas as pd
 
-from frd.domains import Metric
+from frd.domains import Comparison, Metric
 from frd.errors import FrdError
 from frd.results import ResultStore
 from frd.rl import cli
 from frd.rl.config import RLConfig
 from frd.rl.experiment import report
+from frd.rl.summary import BASELINE
 
 HEADLINE = (
     Metric("runs", "runs", plot=False),
@@ -23,6 +24,12 @@ HEADLINE = (
 )
 """Job 2's table [issue 41]: per cell, the median mission episodes with its 95 % bootstrap interval,
 one agent's uplink per round, and all agents' uplink until the mission."""
+
+
+COMPARISON = Comparison(BASELINE, {"mission_episodes": "p_improvement", "all_agents_episodes": "p_improvement_all_agents"},
+                        lower_is_better=True)
+"""A sweep over ``method`` that includes ``independent``: P(fewer episodes than it until the first
+agent's mission, and until every agent's) per method cell, as ``rl_summary`` gives them within a cell."""
 
 
 def experiment_config(args: argparse.Namespace) -> RLConfig:

@@ -1,0 +1,71 @@
+"""The studies as experiment files (benchmarks/experiments/): each checks whole, and each cell's
+config is the one its study's script builds (so a rerun from the file gives the study's runs)."""
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from mnist_files import tiny_mnist
+
+import frd.classification.data as data_module
+from frd.cli import main
+from frd.domains import get_domain
+from frd.experiment_file import read_file, resolve
+from frd.sweep import claim, command
+
+EXPERIMENTS = Path(__file__).parent.parent / "benchmarks" / "experiments"
+
+
+@pytest.fixture
+def mnist(tmp_path_factory, monkeypatch):
+    """A made-up MNIST large enough for the studies' partitions (10 devices × 500 samples)."""
+    cache = tmp_path_factory.mktemp("cache")
+    tiny_mnist(cache / "mnist", train=8000, test=1000)
+    monkeypatch.setattr(data_module, "USER_CACHE", cache)
+
+
+def _configs(name: str, out: Path) -> dict:
+    domain, settings, axes = read_file(EXPERIMENTS / name)
+    experiment = resolve(command(get_domain(domain)), settings, axes, "")
+    return {tuple(cell.values.values()): config for cell, (_, config) in zip(experiment.cells(), claim(experiment, out))}
+
+
+@pytest.mark.parametrize("path", sorted(EXPERIMENTS.glob("*.toml")), ids=lambda p: p.name)
+def test_every_study_file_checks_whole(path, mnist, tmp_path, capsys):
+    assert main(["run", str(path), "--print", "--out", str(tmp_path / "out")]) == 0
+    assert re.fullmatch(r"\d+ cells, \d+ runs, into .*/", capsys.readouterr().out.splitlines()[-1])
+
+
+def test_the_distillation_file_builds_the_studys_configs_with_its_one_seed(mnist, tmp_path):
+    from benchmarks.distill_study import METHODS, SCALED
+    from frd.classification.methods import study_config
+
+    configs = _configs("distill.toml", tmp_path)
+    assert len(configs) == 4 * len(METHODS)
+    for (alpha, label), config in configs.items():
+        name, options = METHODS[label]
+        assert config == replace(study_config(name, alpha=alpha, rounds=20, **SCALED, **options), seeds=1)
+
+
+def test_the_sharing_and_seed_files_build_the_studys_configs(tmp_path):
+    from frd.rl.config import RLConfig, rl_config
+    from frd.rl.methods.frd import FRDOptions
+
+    sharing = _configs("sharing.toml", tmp_path / "sharing")
+    assert len(sharing) == 128
+    assert sharing[("acrobot", 8, "widths", "pd steps+better")] == rl_config(
+        ("pd",), env_id="Acrobot-v1", agents=8, seeds=20, until="all", max_episodes=1000, agent_spec="h=32;h=64;h=128",
+        distill_steps=20, distill_target="better")
+    assert sharing[("cartpole", 2, "rlcode", "mixfrd")] == rl_config(
+        ("mixfrd",), agents=2, seeds=20, until="all", max_episodes=1000, recipe="rlcode")
+    grid = _configs("seed_grid.toml", tmp_path / "grid")
+    assert grid[(30,)] == replace(RLConfig(seeds=20), methods=("frd",), options={"frd": FRDOptions(grid=30)})
+
+
+def test_the_mix2fld_file_builds_the_studys_part_a_configs(mnist, tmp_path):
+    from benchmarks.mix2fld_study import SCALES, grid
+
+    configs = _configs("mix2fld.toml", tmp_path)
+    study = {(cell, config.partition, label): config
+             for label, cell, config in grid(dict(seeds=3, data_dir=None, **SCALES["cpu"]))}
+    assert configs == study and len(configs) == 30
