@@ -32,12 +32,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from frd.domains import get_domain  # noqa: E402
-from frd.experiment_file import CELLS, read_file, resolve  # noqa: E402
+from benchmarks.records import convert  # noqa: E402
+from frd.experiment_file import read_file  # noqa: E402
 from frd.report import report  # noqa: E402
-from frd.results import ResultStore  # noqa: E402
 from frd.rl.summary import BASELINE  # noqa: E402
-from frd.sweep import claim, command  # noqa: E402
 
 EXPERIMENT = Path("benchmarks/experiments/sharing.toml")
 MEASURES = {"mission_episodes": "first agent", "all_agents_episodes": "every agent"}
@@ -55,32 +53,6 @@ ORDER = ["env", "agents", "population", "variant", "runs", "all_completed", "wir
          *(f"{name} IQM{end}" for name in MEASURES.values() for end in ("", " lo", " hi")),
          *(f"{name} {col}" for name in MEASURES.values() for col in ("P(better)", "P lo", "P hi"))]
 """The columns of ``sharing_summary.csv``, in order."""
-RUN_COLUMNS = ["run_id", "method", "seed", "n_agents", "completed", "mission_episodes", "all_agents_episodes",
-               "median_agent_episodes", "agents_completed", "mission_env_steps", "compute_s", "comm_s", "rounds",
-               "bits_up", "bits_down"]
-"""The old record's columns that are a run's ``runs.csv`` row; those after the axes are where it computed."""
-PROVENANCE = ["python", "frd", "torch", "numba", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn",
-              "code", "cpu"]
-
-
-def convert(record: Path, experiment_file: Path, out: Path) -> int:
-    """Write every run of the old record into the experiment's record in ``out`` (each cell's
-    folder as ``frd run`` writes it: config, parts, manifests); the runs already there stay.
-    Returns how many runs were added."""
-    domain, settings, axes = read_file(experiment_file)
-    experiment = resolve(command(get_domain(domain)), settings, axes, f"{experiment_file.name}: ")
-    runs = pd.read_csv(record)
-    added = 0
-    for cell, (cell_id, config) in zip(experiment.cells(), claim(experiment, out)):
-        mine = runs[(runs[list(cell.values)] == pd.Series(cell.values)).all(axis=1)]
-        store = ResultStore(out / CELLS / cell_id, config, config.resume_key())
-        done = store.finished()
-        for _, row in mine[~mine["run_id"].isin(done)].iterrows():
-            store.save_run({"runs": row[RUN_COLUMNS].to_frame().T.infer_objects(),
-                            "provenance": row.reindex(PROVENANCE).to_frame().T})
-            added += 1
-        store.consolidate()
-    return added
 
 
 def study_table(summary: pd.DataFrame, seeds: int) -> pd.DataFrame:

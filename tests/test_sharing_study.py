@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks import sharing_study
+from benchmarks import records, sharing_study
 from frd.cli import main
 from frd.report import report
 from tests.blank_figures import blank_rl_figures
@@ -39,7 +39,7 @@ def converted(tmp_path_factory):
     (root / "part.toml").write_text(PART)
     with pytest.MonkeyPatch.context() as patch:
         blank_rl_figures(patch)
-        added = sharing_study.convert(RESULTS / "sharing_runs.csv", root / "part.toml", root / "exp")
+        added = records.convert(RESULTS / "sharing_runs.csv", root / "part.toml", root / "exp")
         summary = report([root / "exp"], root / "exp")
     return root, added, summary
 
@@ -61,7 +61,7 @@ def test_the_converted_record_reports_the_committed_table_identically(converted)
 def test_the_converted_record_is_the_experiments_own(converted, capsys, monkeypatch):
     root, _, _ = converted
     blank_rl_figures(monkeypatch)
-    assert sharing_study.convert(RESULTS / "sharing_runs.csv", root / "part.toml", root / "exp") == 0  # all there
+    assert records.convert(RESULTS / "sharing_runs.csv", root / "part.toml", root / "exp") == 0  # all there
     parts = sorted((root / "exp" / "cells").glob("*/parts/runs/*.csv"))
     before = {p: p.stat().st_mtime_ns for p in parts}
     assert main(["run", str(root / "part.toml"), "--out", str(root / "exp")]) == 0  # frd run finds every run done
@@ -71,4 +71,4 @@ def test_the_converted_record_is_the_experiments_own(converted, capsys, monkeypa
     record = pd.read_csv(RESULTS / "sharing_runs.csv")
     old = record[(record["population"] == "widths") & (record["variant"] == "pd steps") & (record["agents"] == 2)
                  & (record["env"] == "cartpole")]
-    pd.testing.assert_frame_equal(cell, old[sharing_study.RUN_COLUMNS].sort_values("run_id").reset_index(drop=True))
+    pd.testing.assert_frame_equal(cell, old[records.RUN_COLUMNS].sort_values("run_id").reset_index(drop=True))

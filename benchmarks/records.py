@@ -1,0 +1,65 @@
+"""A study's flat record: every run of every cell of an experiment in one CSV, committed beside
+the study's tables (an experiment's own record, a folder per cell with every episode and saved
+agent, is too large to commit).
+
+One row per run: its ``runs.csv`` row, the cell's axis values and where it computed (the run's
+``provenance.csv`` row). ``flatten`` writes it from an experiment's folder; ``convert`` turns it
+back into that experiment's record, which ``frd run`` resumes and ``frd report`` reads, so the
+committed tables are ``frd report``'s of the committed record.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from frd.domains import get_domain
+from frd.experiment_file import CELLS, read_file, resolve
+from frd.results import ResultStore
+from frd.sweep import claim, command
+
+RUN_COLUMNS = ["run_id", "method", "seed", "n_agents", "completed", "mission_episodes", "all_agents_episodes",
+               "median_agent_episodes", "agents_completed", "mission_env_steps", "compute_s", "comm_s", "rounds",
+               "bits_up", "bits_down"]
+"""The flat record's columns that are a run's ``runs.csv`` row [those of the RL runs tables the
+studies were run with; later columns, e.g. ``algorithm``, are left to the cells' own tables]."""
+PROVENANCE = ["python", "frd", "torch", "numba", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn",
+              "code", "cpu"]
+"""Where a run computed (``provenance.csv``): package versions, code hash, CPU."""
+
+
+def _cells(experiment_file: Path, out: Path) -> list[tuple[dict[str, object], ResultStore]]:
+    """Each cell of the experiment's record in ``out`` (claimed: written if missing) with its values."""
+    domain, settings, axes = read_file(experiment_file)
+    experiment = resolve(command(get_domain(domain)), settings, axes, f"{experiment_file.name}: ")
+    return [(dict(cell.values), ResultStore(out / CELLS / cell_id, config, config.resume_key()))
+            for cell, (cell_id, config) in zip(experiment.cells(), claim(experiment, out))]
+
+
+def flatten(experiment_file: Path, out: Path) -> pd.DataFrame:
+    """The flat record of the experiment in ``out``: its finished runs, cell by cell in the file's
+    order, each cell's in run-id order (as its tables hold them)."""
+    frames = []
+    for values, store in _cells(experiment_file, out):
+        runs = store.read("runs")
+        where = store.read("provenance").set_index("run_id").reindex(runs["run_id"]).reset_index(drop=True)
+        axes = {axis: [value] * len(runs) for axis, value in values.items() if axis not in RUN_COLUMNS}  # method: the run's
+        frames.append(pd.concat([pd.DataFrame(axes), runs[RUN_COLUMNS], where.reindex(columns=PROVENANCE)], axis=1))
+    return pd.concat(frames, ignore_index=True)
+
+
+def convert(record: Path, experiment_file: Path, out: Path) -> int:
+    """Write every run of the flat ``record`` into the experiment's record in ``out`` (each cell's
+    folder as ``frd run`` writes it: config, parts, manifests); the runs already there stay.
+    Returns how many runs were added."""
+    runs = pd.read_csv(record)
+    added = 0
+    for values, store in _cells(experiment_file, out):
+        mine = runs[(runs[list(values)] == pd.Series(values)).all(axis=1)]
+        done = store.finished()
+        for _, row in mine[~mine["run_id"].isin(done)].iterrows():
+            store.save_run({"runs": row[RUN_COLUMNS].to_frame().T.infer_objects(),
+                            "provenance": row.reindex(PROVENANCE).to_frame().T})
+            added += 1
+        store.consolidate()
+    return added

@@ -1,0 +1,38 @@
+"""A study's flat record (benchmarks/records.py): flattening an experiment's record and converting
+it back into a fresh folder gives the same runs, and ``frd report`` the same summary, number for
+number; a ``method`` axis is the run's own column, not a second one."""
+import pandas as pd
+
+from benchmarks import records
+from frd.cli import main
+from frd.report import report
+from tests.blank_figures import blank_rl_figures
+
+TINY = '''domain = "rl"
+seeds = 2
+hidden = 8
+period = 2
+max-episodes = 4
+agents = 2
+
+[sweep]
+method = ["frd", "independent"]
+'''
+
+
+def test_a_flat_record_converts_back_into_the_same_report(tmp_path, monkeypatch, capsys):
+    blank_rl_figures(monkeypatch)
+    monkeypatch.setattr("frd.report._save", lambda figure, stem: None)  # the tables are what is compared
+    file = tmp_path / "tiny.toml"
+    file.write_text(TINY)
+    assert main(["run", str(file), "--out", str(tmp_path / "ran"), "--no-progress"]) == 0
+    flat = records.flatten(file, tmp_path / "ran")
+    assert flat.columns[0] == "run_id" and flat.columns.is_unique
+    assert len(flat) == 2 * 2 and set(flat["method"]) == {"frd", "independent"}
+    flat.to_csv(tmp_path / "flat.csv", index=False)
+    assert records.convert(tmp_path / "flat.csv", file, tmp_path / "converted") == 4
+    assert records.convert(tmp_path / "flat.csv", file, tmp_path / "converted") == 0  # all there
+    pd.testing.assert_frame_equal(records.flatten(file, tmp_path / "converted")[records.RUN_COLUMNS],
+                                  flat[records.RUN_COLUMNS])
+    ran, converted = report([tmp_path / "ran"], tmp_path / "ran"), report([tmp_path / "converted"], tmp_path / "c")
+    pd.testing.assert_frame_equal(converted, ran, check_exact=True)
