@@ -1,19 +1,26 @@
-"""The FRD CartPole study [Seo et al. 2022, §4, Fig. 12 and the hidden-width remark], reproduced.
+"""The FRD CartPole study [Seo et al. 2022, §4, Fig. 12 and the hidden-width remark], as experiment files.
 
-    python -m benchmarks.seed_study [--parts a b c d] [--seeds 20] [--hidden-seeds 10]
+    frd run benchmarks/experiments/seed_agents.toml --out results/seed_agents   # a, b: agents × method
+    frd run benchmarks/experiments/seed_grid.toml --out results/seed_grid       # c: FRD's grid S
+    frd run benchmarks/experiments/seed_hidden.toml --out results/seed_hidden   # d: width h, FRL and FRD
+    python -m benchmarks.seed_study [--work results] [--out benchmarks/results] [--flatten | --convert]
 
 a. mission completion time of FRD, PD, FRL and independent agents for 2, 4 and 8 agents;
 b. uplink and downlink payload per round and in total (2 agents);
-c. FRD state-grid granularity S ∈ {5, 10, 20, 30, 50}: payload per round vs mission time;
-d. hidden width h ∈ {16, 32, 64, 128, 256}: FRL vs FRD payload per round, and where they cross.
+c. FRD state-grid granularity S ∈ {5, 10, 20, 30, 50}: payload per round against mission time;
+d. hidden width h ∈ {16, 32, 64, 128, 256}: FRL against FRD payload per round, and where they cross.
 
-Raw runs go to ``--work`` (resumable: rerun the same command after an interruption); CSV
-summaries and PNGs to ``--out`` (committed under benchmarks/results/).
+The study's tables are ``frd report``'s ``summary.csv`` of each experiment, committed as
+``seed_study_{agents,grid,hidden}.csv``; this script adds only what no file can say: the study's
+four figures and the width where FRL's payload overtakes FRD's. ``--flatten`` also writes each
+experiment's flat record (``seed_study_{part}_runs.csv``, committed, ``benchmarks.records``);
+``--convert`` first turns those committed records back into the experiments' records under
+``--work``, so that the committed tables and figures are redrawn without running anything.
 """
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+import shutil
 from pathlib import Path
 
 import matplotlib
@@ -24,86 +31,47 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from frd.results import ResultStore  # noqa: E402
-from frd.rl.config import RLConfig  # noqa: E402
-from frd.rl.experiment import run_experiment  # noqa: E402
-from frd.rl.methods.frd import FRDOptions  # noqa: E402
-from frd.rl.plots import plot_payload  # noqa: E402
-from frd.stats import quartile_columns  # noqa: E402
+from benchmarks.records import convert, flatten  # noqa: E402
+from frd.report import report  # noqa: E402
+from frd.results import save_figure  # noqa: E402
+from frd.rl.plots import method_order, plot_payload  # noqa: E402
 
-METHODS = ("frd", "pd", "frl", "independent")
-AGENTS = (2, 4, 8)
-GRIDS = (5, 10, 20, 30, 50)
-WIDTHS = (16, 32, 64, 128, 256)
+PARTS = ("agents", "grid", "hidden")
+"""The study's experiment files, ``benchmarks/experiments/seed_<part>.toml``."""
+EXPERIMENTS = Path("benchmarks/experiments")
 
 
-def runs_of(config: RLConfig, work: Path) -> pd.DataFrame:
-    """Run (or resume) one experiment; its runs table gains payload per agent and round."""
-    print(f"\n--- {work.name}: {', '.join(config.methods)}, {config.agents} agents, {config.seeds} seeds")
-    run_experiment(config, work)
-    runs = ResultStore(work, config, config.resume_key()).read("runs")
-    runs = runs[runs["method"].isin(config.methods)
-                & runs["seed"].between(config.first_seed, config.first_seed + config.seeds - 1)]
-    agent_rounds = runs["rounds"].where(runs["rounds"] > 0) * runs["n_agents"]
-    return runs.assign(bits_up_per_round=runs["bits_up"] / agent_rounds,
-                       bits_down_per_round=runs["bits_down"] / agent_rounds,
-                       seconds=runs["compute_s"] + runs["comm_s"])
-
-
-def mission_table(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    table = quartile_columns(runs, by, "mission_episodes")
-    for column in ("mission_env_steps", "seconds", "bits_up_per_round", "bits_down_per_round", "bits_up", "bits_down"):
-        table = table.merge(quartile_columns(runs, by, column), on=by)
-    completion = runs.groupby(by, sort=False)["completed"].agg(["mean", "size"]).reset_index()
-    return completion.rename(columns={"mean": "completion_rate", "size": "runs"}).merge(table, on=by)
-
-
-def _errorbars(ax, table: pd.DataFrame, x: str, y: str, label: str) -> None:
-    ax.errorbar(table[x], table[f"{y}_median"],
-                yerr=[table[f"{y}_median"] - table[f"{y}_q25"], table[f"{y}_q75"] - table[f"{y}_median"]],
+def _errorbars(ax, table: pd.DataFrame, x: str, label: str | None = None) -> None:
+    """Median mission episodes with their 25–75 % range against ``x``."""
+    median = table["mission_episodes_median"]
+    ax.errorbar(table[x], median, yerr=[median - table["mission_episodes_q25"], table["mission_episodes_q75"] - median],
                 marker="o", capsize=3, label=label)
 
 
-def part_a_b(base: RLConfig, work: Path, out: Path, agents: dict[int, int]) -> None:
-    """``agents``: agent count → seeds."""
-    runs = pd.concat([runs_of(replace(base, methods=METHODS, agents=n, seeds=k), work / f"agents{n}")
-                      for n, k in agents.items()])
-    table = mission_table(runs, ["method", "n_agents"])
-    table.to_csv(out / "seed_study_agents.csv", index=False)
+def plot_agents(summary: pd.DataFrame, path: Path) -> None:
+    """a: mission time against agents, one line per method."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for method in METHODS:
-        _errorbars(ax, table[table.method == method], "n_agents", "mission_episodes", method)
-    seeds = "/".join(str(k) for k in agents.values())
-    ax.set(xlabel="agents", ylabel="episodes to mission (median, 25–75 %)", xticks=list(agents),
-           title=f"mission completion time, {seeds} seeds")
+    for method in method_order(summary):
+        _errorbars(ax, summary[summary["method"] == method].sort_values("agents"), "agents", method)
+    ax.set(xlabel="agents", ylabel="episodes to mission (median, 25–75 %)", xticks=sorted(set(summary["agents"])),
+           title=f"mission completion time, {summary['runs'].max()} seeds")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "seed_study_agents.png", dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
-    two = runs[runs.n_agents == 2]
-    mission_table(two[two["rounds"] > 0], ["method"])[
-        ["method", "runs", "bits_up_per_round_median", "bits_down_per_round_median", "bits_up_median",
-         "bits_down_median", "mission_episodes_median"]].to_csv(out / "seed_study_payload.csv", index=False)
-    plot_payload(two, out / "seed_study_payload.png")
 
 
-def part_c(base: RLConfig, work: Path, out: Path) -> None:
-    runs = pd.concat([runs_of(replace(base, methods=("frd",), options={"frd": FRDOptions(grid=s)}), work / f"grid{s}")
-                      .assign(grid=s)
-                      for s in GRIDS])
-    table = mission_table(runs, ["grid"])
-    table.to_csv(out / "seed_study_grid.csv", index=False)
+def plot_grid(summary: pd.DataFrame, path: Path) -> None:
+    """c: mission time against FRD's uplink per agent and round, one point per S."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.errorbar(table["bits_up_per_round_median"], table["mission_episodes_median"],
-                yerr=[table["mission_episodes_median"] - table["mission_episodes_q25"],
-                      table["mission_episodes_q75"] - table["mission_episodes_median"]], marker="o", capsize=3)
-    for _, row in table.iterrows():
-        ax.annotate(f"S={row.grid}", (row.bits_up_per_round_median, row.mission_episodes_median),
+    _errorbars(ax, summary, "bits_up_per_agent_round")
+    for _, row in summary.iterrows():
+        ax.annotate(f"S={row['grid']}", (row["bits_up_per_agent_round"], row["mission_episodes_median"]),
                     xytext=(4, 4), textcoords="offset points")
     ax.set(xscale="log", xlabel="FRD uplink bits per agent-round (median, 2 agents)",
-           ylabel="episodes to mission (median, 25–75 %)", title=f"FRD granularity, {base.seeds} seeds")
+           ylabel="episodes to mission (median, 25–75 %)", title=f"FRD granularity, {summary['runs'].max()} seeds")
     fig.tight_layout()
-    fig.savefig(out / "seed_study_grid.png", dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -116,52 +84,55 @@ def crossing(widths: np.ndarray, frl: np.ndarray, frd: np.ndarray) -> float | No
     return None if diff[0] <= 0 else float(widths[0])
 
 
-def part_d(base: RLConfig, work: Path, out: Path, seeds: int) -> None:
-    runs = pd.concat([runs_of(replace(base, methods=("frl", "frd"), hidden=h, seeds=seeds), work / f"hidden{h}")
-                      .assign(hidden=h) for h in WIDTHS])
-    table = mission_table(runs, ["method", "hidden"])
-    table.to_csv(out / "seed_study_hidden.csv", index=False)
-    frl, frd = (table[table.method == m].sort_values("hidden") for m in ("frl", "frd"))
-    cross = crossing(np.array(WIDTHS, float), frl["bits_up_per_round_median"].to_numpy(),
-                     frd["bits_up_per_round_median"].to_numpy())
+def plot_hidden(summary: pd.DataFrame, path: Path) -> float | None:
+    """d: FRL's and FRD's uplink per agent and round against h, and where they cross (returned)."""
+    frl, frd = (summary[summary["method"] == m].sort_values("hidden") for m in ("frl", "frd"))
+    widths = frl["hidden"].to_numpy(float)
+    cross = crossing(widths, frl["bits_up_per_agent_round"].to_numpy(), frd["bits_up_per_agent_round"].to_numpy())
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, part in (("frl", frl), ("frd", frd)):
-        ax.plot(part["hidden"], part["bits_up_per_round_median"], marker="o", label=name)
+        ax.plot(part["hidden"], part["bits_up_per_agent_round"], marker="o", label=name)
     if cross:
         ax.axvline(cross, color="grey", ls="--", lw=1, label=f"cross at h ≈ {cross:.0f}")
     ax.set(xscale="log", yscale="log")
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set(xticks=WIDTHS, xticklabels=[str(w) for w in WIDTHS],
+    ax.set(xticks=widths, xticklabels=[f"{w:.0f}" for w in widths],
            xlabel="hidden width h (neurons per layer)", ylabel="uplink bits per agent-round (median)",
-           title=f"FRL vs FRD payload, 2 agents, {seeds} seeds")
+           title=f"FRL vs FRD payload, 2 agents, {summary['runs'].max()} seeds")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "seed_study_hidden.png", dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
-    print(f"\nFRL's uplink per round exceeds FRD's from h ≈ {cross}" if cross else "\nno crossing in range")
+    return cross
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", nargs="+", default=["a", "c", "d"], help="a (includes b), c, d")
-    parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--agents", nargs="+", default=[str(n) for n in AGENTS],
-                        help="agent counts of part a, each N or N:SEEDS (default seeds: --seeds)")
-    parser.add_argument("--hidden-seeds", type=int, default=10, help="seeds per width in part d")
-    parser.add_argument("--max-episodes", type=int, default=RLConfig.max_episodes, help="episode cap per agent")
-    parser.add_argument("--work", default="results/seed_study", help="raw runs (resumable)")
-    parser.add_argument("--out", default="benchmarks/results", help="CSV summaries and PNGs")
+    parser.add_argument("--work", type=Path, default=Path("results"),
+                        help="the experiments' folders: WORK/seed_agents, WORK/seed_grid, WORK/seed_hidden")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="tables, records and figures")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--flatten", action="store_true", help="also write each experiment's flat record into --out")
+    what.add_argument("--convert", action="store_true",
+                      help="first turn the flat records in --out into the experiments' records under --work")
     args = parser.parse_args()
-    work, out = Path(args.work), Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    base = RLConfig(seeds=args.seeds, max_episodes=args.max_episodes)
-    if "a" in args.parts or "b" in args.parts:
-        agents = {int(n): int(k or args.seeds) for n, _, k in (a.partition(":") for a in args.agents)}
-        part_a_b(base, work, out, agents)
-    if "c" in args.parts:
-        part_c(base, work, out)
-    if "d" in args.parts:
-        part_d(base, work, out, args.hidden_seeds)
+    args.out.mkdir(parents=True, exist_ok=True)
+    summaries, runs = {}, {}
+    for part in PARTS:
+        file, folder, record = (EXPERIMENTS / f"seed_{part}.toml", args.work / f"seed_{part}",
+                                args.out / f"seed_study_{part}_runs.csv")
+        if args.convert:
+            print(f"{convert(record, file, folder)} runs of {record} converted into {folder}")
+        summaries[part] = report([folder], folder)
+        shutil.copyfile(folder / "summary.csv", args.out / f"seed_study_{part}.csv")
+        runs[part] = flatten(file, folder)
+        if args.flatten:
+            runs[part].to_csv(record, index=False)
+    plot_agents(summaries["agents"], args.out / "seed_study_agents.png")
+    plot_payload(runs["agents"][runs["agents"]["agents"] == 2], args.out / "seed_study_payload.png")
+    plot_grid(summaries["grid"], args.out / "seed_study_grid.png")
+    cross = plot_hidden(summaries["hidden"], args.out / "seed_study_hidden.png")
+    print(f"\nFRL's uplink per round exceeds FRD's from h ≈ {cross:.0f}" if cross else "\nno crossing in range")
 
 
 if __name__ == "__main__":

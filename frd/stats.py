@@ -35,14 +35,6 @@ def fmt(x: float) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
-def quartile_columns(frame: pd.DataFrame, by: list[str], column: str, name: str | None = None) -> pd.DataFrame:
-    """Numeric 25 %, median and 75 % of ``column`` per group, for CSV summaries and plots."""
-    name = name or column
-    g = frame.groupby(by, sort=False)[column]
-    return pd.DataFrame({f"{name}_q25": g.quantile(0.25), f"{name}_median": g.median(),
-                         f"{name}_q75": g.quantile(0.75)}).reset_index()
-
-
 def iqm(values: np.ndarray) -> float:
     """Interquartile mean: the mean of the middle 50 % of the values, ⌊n/4⌋ cut from each end
     (Agarwal et al. 2021; scipy's ``trim_mean(x, 0.25)``)."""

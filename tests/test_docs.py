@@ -48,15 +48,15 @@ def _q(x: float) -> str:
 
 def test_the_readme_headlines_equal_the_csvs():
     text = readme()
-    agents = pd.read_csv(RESULTS / "seed_study_agents.csv").set_index(["method", "n_agents"])
-    two = agents.xs(2, level="n_agents")
-    frd_up, pd_up = two.loc["frd", "bits_up_per_round_median"], two.loc["pd", "bits_up_per_round_median"]
+    agents = pd.read_csv(RESULTS / "seed_study_agents.csv").set_index(["method", "agents"])
+    two = agents.xs(2, level="agents")
+    frd_up, pd_up = two.loc["frd", "bits_up_per_agent_round"], two.loc["pd", "bits_up_per_agent_round"]
     assert f"{frd_up / pd_up:.0%}".replace("%", " %") in text
     assert f"({_q(frd_up)} vs {_q(pd_up)} bits)" in text
     episodes = {m: round(two.loc[m, "mission_episodes_median"]) for m in ("frd", "pd", "independent")}
     assert f"({episodes['frd']} vs {episodes['pd']} episodes)" in text and f"faster still ({episodes['independent']})" in text
     grid = pd.read_csv(RESULTS / "seed_study_grid.csv").set_index("grid")
-    up5, up50 = grid.loc[5, "bits_up_per_round_median"], grid.loc[50, "bits_up_per_round_median"]
+    up5, up50 = grid.loc[5, "bits_up_per_agent_round"], grid.loc[50, "bits_up_per_agent_round"]
     assert f"falls {up50 / up5:.0f}× ({_q(up50)} → {_q(up5)} bits)" in text
     mission = grid["mission_episodes_median"].round().astype(int)
     assert f"({mission[50]} → {mission[5]} episodes)" in text

@@ -1,6 +1,9 @@
 """A study's flat record (benchmarks/records.py): flattening an experiment's record and converting
 it back into a fresh folder gives the same runs, and ``frd report`` the same summary, number for
-number; a ``method`` axis is the run's own column, not a second one."""
+number; a ``method`` axis is the run's own column, not a second one; the seed study's committed record gives
+its committed table byte for byte."""
+from pathlib import Path
+
 import pandas as pd
 
 from benchmarks import records
@@ -36,3 +39,12 @@ def test_a_flat_record_converts_back_into_the_same_report(tmp_path, monkeypatch,
                                   flat[records.RUN_COLUMNS])
     ran, converted = report([tmp_path / "ran"], tmp_path / "ran"), report([tmp_path / "converted"], tmp_path / "c")
     pd.testing.assert_frame_equal(converted, ran, check_exact=True)
+
+
+def test_the_seed_studys_committed_grid_record_gives_its_committed_table(tmp_path, monkeypatch):
+    monkeypatch.setattr("frd.report._save", lambda figure, stem: None)
+    results = Path(__file__).parent.parent / "benchmarks" / "results"
+    file = Path(__file__).parent.parent / "benchmarks" / "experiments" / "seed_grid.toml"
+    assert records.convert(results / "seed_study_grid_runs.csv", file, tmp_path / "grid") == 5 * 20
+    report([tmp_path / "grid"], tmp_path / "grid")
+    assert (tmp_path / "grid" / "summary.csv").read_bytes() == (results / "seed_study_grid.csv").read_bytes()
