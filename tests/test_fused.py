@@ -11,6 +11,7 @@ import pytest
 
 from frd.agents.a2c import A2CPopulation, recipe
 from frd.envs.lanes import RESET_BLOCK, CartPoleLanes
+from frd.results import MODELS
 from frd.rl.config import rl_config
 from frd.rl.runner import RLBatch
 
@@ -99,3 +100,45 @@ def test_uniforms_handed_back_lane_by_lane_are_drawn_again_in_each_lanes_order()
         np.testing.assert_array_equal(drawn, expected[:len(drawn), lane])
     with pytest.raises(ValueError, match="cannot hand back"):
         with_returns.undraw_uniforms(np.array([0, 0, 10**6]))
+
+
+SB3_SETTINGS = {
+    "ppo, until first": dict(agent_spec="algo=ppo,sb3.n_steps=64,sb3.batch_size=64,sb3.n_epochs=2;h=8", until="first"),
+    "dqn, until all": dict(agent_spec="h=8;algo=dqn,sb3.train_freq=20,sb3.learning_starts=30,sb3.gradient_steps=1,"
+                                      "sb3.net_arch=8x8", until="all"),
+}
+
+
+@pytest.mark.parametrize("setting", SB3_SETTINGS)
+def test_our_lanes_beside_sb3_agents_step_fused_periods_to_the_lockstep_tables(setting, monkeypatch):
+    """Periods that every SB3 agent's collection covers run fused (one per call), the one in which an
+    SB3 agent starts its next collection in lockstep: the tables and saved agents are the all-lockstep ones."""
+    pytest.importorskip("stable_baselines3")
+    config = rl_config(("independent", "pd", "frd"), agents=2, hidden=8, max_episodes=12, target=30.0, window=3,
+                       period=4, **SB3_SETTINGS[setting])
+    runs = [(method, seed) for seed in range(2) for method in config.methods]
+    called = {"fused": 0}
+    periods = RLBatch._step_period
+
+    def counted(batch):
+        called["fused"] += 1
+        periods(batch)
+
+    def tables(fused):
+        batch = RLBatch(config, runs)
+        assert batch.fused and batch.sb3  # CartPole, one learner of ours
+        batch.fused = fused
+        finished = list(batch.run())
+        out = {name: pd.concat([t[name] for t in finished]).sort_values(["run_id"], kind="stable")
+               .reset_index(drop=True) for name in ("episodes", "ledger", "rounds", "runs")}
+        out["runs"] = out["runs"].drop(columns=["compute_s", "comm_s"])
+        return out, {str(t["runs"]["run_id"].iloc[0]): t[MODELS] for t in finished}
+
+    monkeypatch.setattr(RLBatch, "_step_period", counted)
+    (lockstep, lockstep_models), steps_fused = tables(False), called["fused"]
+    (fused, fused_models) = tables(True)
+    assert steps_fused == 0 and called["fused"] > 0  # alternating: some periods fused, the rest lockstep
+    assert lockstep["runs"]["rounds"].gt(0).any() and lockstep["runs"]["agents_completed"].gt(0).any()
+    for name, frame in lockstep.items():
+        pd.testing.assert_frame_equal(frame, fused[name], check_exact=True, obj=name)
+    assert fused_models == lockstep_models

@@ -48,6 +48,19 @@ class MemoryArrays(NamedTuple):
     size: np.ndarray
 
 
+class External(NamedTuple):
+    """The lanes whose agent is not ours (Stable-Baselines3, ``frd.rl.runner``): their rows and env
+    lanes stay idle; while its collection lasts (``until``: its last step, counted from the call's
+    first, 0-based) such a lane takes a step of it at every step, unless its run has ended or it
+    is retired, and an episode of it ends where ``ends`` (per lane and step of the call) holds
+    the episode's score (NaN: none). The runner hands a call only steps that the lanes' current
+    collections cover, or that lanes at the barrier wait through."""
+
+    lane: np.ndarray
+    until: np.ndarray
+    ends: np.ndarray
+
+
 class Events(NamedTuple):
     """The episode ends a call writes, one entry each: the step (from the call's first), the lane,
     its episode number, score and steps so far, and what the end did (``frd.rl.episode_end.end_episode``'s
@@ -62,8 +75,8 @@ class Events(NamedTuple):
 
 
 @compiled(error_model="numpy")
-def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, lanes, memory, mission, standing, events,
-            row_periods):
+def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, lanes, external, memory, mission,
+            standing, events, row_periods):
     """Update periods of every run whose rows are ``rows`` (population row → env lane; a run's
     ``mission.agents`` lanes are consecutive rows), each ``n`` lockstep steps and the update, run by
     run: each run takes at most ``most`` of them before the next run, and stops after one in which
@@ -72,7 +85,8 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
     many periods a run takes in one call, and whether its batch-mates took as many, changes no
     result. The population's bundles (``frd.agents.kernel``) are indexed by row, the env's
     (``CartPoleState``), the batch's (``lanes``, ``standing``) and the memory's by lane;
-    ``uniforms`` has a row per step of the ``most`` periods. Writes each row's number of periods
+    ``uniforms`` has a row per step of the ``most`` periods; ``external`` lanes play their
+    collection's steps and episode ends (``External``). Writes each row's number of periods
     into ``row_periods`` and returns the number of ``events`` written (their ticks count the
     steps from the call's first, each run's own). The bundles are unpacked once: the loops run
     on local names."""
@@ -85,7 +99,8 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
     state, env_steps_in_episode, c, max_steps, resets, next_reset = env
     obs, score, env_steps, records = lanes
     memory_states, memory_probs, memory_size = memory
-    active, episode = standing.active, standing.episode
+    active, episode, finished, capped = standing.active, standing.episode, standing.finished, standing.capped
+    foreign, foreign_until, foreign_ends = external
     ev_tick, ev_lane, ev_episode, ev_score, ev_steps, ev_what = events
     R = rows.shape[0]
     row_obs = np.empty((R, obs.shape[1]), np.float32)
@@ -109,7 +124,7 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
             for t in range(n):
                 for row in range(first, first + A):
                     lane = rows[row]
-                    stepping[row] = active[lane]
+                    stepping[row] = active[lane] and not foreign[lane]
                     for k in range(obs.shape[1]):
                         row_obs[row, k] = obs[lane, k]
                     kernel.act_lane(row, pa, row_obs, uniforms[start + t, row], t, dims, cache, actions, probs,
@@ -137,6 +152,9 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
                     env_steps[lane] += stepping[row]
                     ended[row] = stepping[row] and (terminated[0] or truncated[0])
                     obs[lane] = next_obs[0]
+                    if foreign[lane] and not finished[lane // A] and not capped[lane] and foreign_until[lane] >= start + t:
+                        env_steps[lane] += 1
+                        ended[row] = not np.isnan(foreign_ends[lane, start + t])
                 if t == n - 1:
                     for row in range(first, first + A):
                         kernel.learn_lane(row, n, dims, nets, adam, rollout, cache, hyper, no_grads, no_grads, scratch)
@@ -144,12 +162,14 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
                     if not ended[row]:
                         continue
                     lane = rows[row]
-                    what = end_episode(lane, score[lane], mission, standing)
+                    points = foreign_ends[lane, start + t] if foreign[lane] else score[lane]
+                    what = end_episode(lane, points, mission, standing)
                     if what == DROPPED:
                         continue
-                    ev_tick[count], ev_lane[count], ev_score[count] = start + t, lane, score[lane]
+                    ev_tick[count], ev_lane[count], ev_score[count] = start + t, lane, points
                     ev_steps[count], ev_episode[count], ev_what[count] = env_steps[lane], episode[lane], what
-                    score[lane] = 0.0
+                    if not foreign[lane]:
+                        score[lane] = 0.0
                     count += 1
             if _needs_runner(ev_what, first_event, count) or done == most:
                 for row in range(first, first + A):

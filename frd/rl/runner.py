@@ -12,7 +12,11 @@ with ours, at the step they would have happened in lockstep. At its barrier it p
 of that collection (its partial rollout is completed and learned from; the episodes it ends
 there count towards its next period, its states join this period's memory), and only then is it
 ready for the round: the round happens at the first safe point after that and every other
-agent's barrier. Under ``until first`` what it played past the run's end is dropped, as for ours."""
+agent's barrier. Under ``until first`` what it played past the run's end is dropped, as for ours.
+On CartPole our lanes beside SB3 agents still step whole update periods in one call, one period
+per call, wherever every SB3 agent's collection covers the period (or it waits at its barrier
+through it); the period in which one must start its next collection steps in lockstep, since
+``collect`` is Python: with the zoo's 256-step PPO rollouts, one period in 32."""
 from __future__ import annotations
 
 import time
@@ -138,7 +142,7 @@ class RLBatch:
         self.paused = False                # set by a subclass to leave ``run`` at the next safe point
         # CartPole with one learner: a whole update period per call, run by run (``frd.rl.fused``)
         self.fused = (isinstance(self.env, CartPoleLanes) and len(self.pop.groups) == 1
-                      and self.pop.groups[0].config.n_steps <= RESET_BLOCK and not self.sb3)
+                      and self.pop.groups[0].config.n_steps <= RESET_BLOCK)
 
     @property
     def active(self) -> np.ndarray:
@@ -208,8 +212,9 @@ class RLBatch:
 
     def step(self) -> None:
         """One env step of every active lane, learning when the rollout is full (exchange rounds
-        and compaction are ``run``'s, between updates); a whole update period when ``fused``."""
-        if self.fused:
+        and compaction are ``run``'s, between updates); a whole update period when ``fused``, unless
+        an SB3 agent is to start a collection in it."""
+        if self.fused and self.pop.between_updates and not self._collection_due():
             self._step_period()
             return
         self.clock += 1
@@ -244,6 +249,16 @@ class RLBatch:
                 if self.waiting[lane] and self.sb3_until[lane] == self.clock:
                     self.at_barrier.add(self._run_of(lane))
         self.obs = out.obs
+
+    def _collection_due(self) -> bool:
+        """Whether an SB3 agent that plays on may have to start a collection in the next update period."""
+        end = self.clock + self.pop.groups[0].config.n_steps
+        return any(self.sb3_until[lane] < end and self.active[lane] and not self.standing.finished[self._run_of(lane)]
+                   for lane in self.sb3)
+
+    def _sb3_playing(self) -> bool:
+        """Whether an SB3 agent may still play (it is not retired, its run goes on)."""
+        return any(not self.capped[lane] and not self.standing.finished[self._run_of(lane)] for lane in self.sb3)
 
     def _step_sb3(self) -> list[tuple[int, float | None]]:
         """This step of every SB3 agent still playing (a new collection where one is due and it
@@ -339,8 +354,8 @@ class RLBatch:
         periods = np.empty(len(rows), np.int64)  # each row's, written by the call
         count = fused.periods(most, rows, group.dims, group.nets, group.adam, group.rollout.arrays, group.cache,
                               group.hyper, group.draw_uniforms(n * most), env.kernel_state(),
-                              fused.LaneArrays(self.obs, self.score, self.env_steps, self.records), memory,
-                              self.mission, self.standing, events, periods)
+                              fused.LaneArrays(self.obs, self.score, self.env_steps, self.records),
+                              self._external(start, n * most), memory, self.mission, self.standing, events, periods)
         tick, lane_of, episode, score, steps, what = events
         group.undraw_uniforms(n * (most - periods))
         order = np.lexsort((lane_of[:count], tick[:count]))
@@ -349,14 +364,30 @@ class RLBatch:
             self.clock = start + t + 1  # as in lockstep while that step's episodes end
             self._record(lane, ep, points, taken, did)
         self.clock = start + n * int(periods.max(initial=1))  # the furthest run's (runs may part, ``fused``)
+        for lane in self.sb3:  # while they play, one period (``_periods_at_once``): every run is at the clock
+            self.sb3_ends[lane] = [end for end in self.sb3_ends[lane] if end[0] > self.clock]
+            if self.waiting[lane] and start < self.sb3_until[lane] <= self.clock:  # ready for the round
+                self.at_barrier.add(self._run_of(lane))
+
+    def _external(self, start: int, steps: int) -> fused.External:
+        """The SB3 agents' steps after ``start`` as a fused call plays them (``fused.External``)."""
+        if not self.sb3:
+            return fused.External(self.external, self.sb3_until, np.zeros((0, 0)))  # never read
+        ends = np.full((len(self.external), steps), np.nan)
+        for lane, queue in self.sb3_ends.items():  # a retired lane's may be behind: never played
+            for clock, score in queue:
+                if start < clock <= start + steps:
+                    ends[lane, clock - start - 1] = score
+        return fused.External(self.external, self.sb3_until - start - 1, ends)
 
     def _periods_at_once(self, n: int) -> int:
         """How many update periods the next fused call may take: one where the runner has work
         between every two (a learner hook, a round still to hold), else those whose steps fill
         half a block of first states reserved ahead (so that lanes refill it rarely); each run
-        stops at its first episode end that needs the runner. Fewer Python round trips
+        stops at its first episode end that needs the runner. While SB3 agents play, one, so that
+        every run stands at the batch's clock, which their collections follow. Fewer Python round trips
         (~110 µs each at 64 lanes), the same results."""
-        if self.hooked or self.at_barrier:
+        if self.hooked or self.at_barrier or self._sb3_playing():
             return 1
         return max(1, RESET_BLOCK // (2 * n))
 
