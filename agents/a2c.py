@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -80,6 +80,20 @@ def distill_passes(n: int, *, epochs: int, batch: int, steps: int | None) -> int
     """Shuffles of the ``n`` states it draws (one ``rng.permutation(n)`` per pass, the last cut short)."""
     limit = distill_limit(n, epochs=epochs, batch=batch, steps=steps)
     return -(-limit // -(-n // batch)) if n else 0
+
+
+def distill_minibatches(n: int, rng: np.random.Generator, *, epochs: int, batch: int,
+                        steps: int | None) -> Iterator[torch.Tensor]:
+    """A distillation's minibatches over ``n`` states, in order: ``distill_passes`` shuffles drawn
+    from ``rng`` as they are reached, ``distill_limit`` batches in all (every learner's the same)."""
+    done, limit = 0, distill_limit(n, epochs=epochs, batch=batch, steps=steps)
+    for _ in range(distill_passes(n, epochs=epochs, batch=batch, steps=steps)):
+        order = torch.from_numpy(rng.permutation(n))
+        for start in range(0, n, batch):
+            if done == limit:
+                break
+            yield order[start:start + batch]
+            done += 1
 
 
 CROSS_ENTROPY_ELEMENTS = 1 << 22
@@ -321,19 +335,14 @@ class A2CPopulation:
         # alignment, and gathered copies are aligned as the batch's rows always were here.
         gather = torch.arange(len(rows_t))
         x_all, p_all = torch.as_tensor(states, dtype=torch.float32), torch.as_tensor(target_probs, dtype=torch.float32)
-        done, limit = 0, distill_limit(len(x_all), epochs=epochs, batch=batch, steps=steps)
-        for _ in range(distill_passes(len(x_all), epochs=epochs, batch=batch, steps=steps)):
-            order = torch.from_numpy(rng.permutation(len(x_all)))
-            for start in range(0, len(order), batch):
-                if done == limit:
-                    break
-                idx = order[start:start + batch]
-                x = x_all[idx].expand(len(rows_t), -1, -1)
-                logp = torch.log_softmax(actor(x, gather), -1)
-                loss = -(p_all[idx] * logp).sum(-1).mean(-1)
-                loss.sum().backward()
-                opt.step(every)
-                done += 1
+        done = 0
+        for idx in distill_minibatches(len(x_all), rng, epochs=epochs, batch=batch, steps=steps):
+            x = x_all[idx].expand(len(rows_t), -1, -1)
+            logp = torch.log_softmax(actor(x, gather), -1)
+            loss = -(p_all[idx] * logp).sum(-1).mean(-1)
+            loss.sum().backward()
+            opt.step(every)
+            done += 1
         self.actor.put(rows_t, actor)
         self.distill_opt.put(rows_t, opt)
         self._invalidate()

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from frd.agents.a2c import distill_limit, distill_passes
+from frd.agents.a2c import distill_minibatches
 from frd.agents.grouped import GroupedPopulation
 from frd.agents.stacked import sequential
 from frd.errors import FrdError
@@ -273,18 +273,13 @@ class SB3Learner:
         for group in self.distill_opt.param_groups:
             group["lr"] = lr
         x_all, p_all = torch.as_tensor(states, dtype=torch.float32), torch.as_tensor(target_probs, dtype=torch.float32)
-        done, limit = 0, distill_limit(len(x_all), epochs=epochs, batch=batch, steps=steps)
-        for _ in range(distill_passes(len(x_all), epochs=epochs, batch=batch, steps=steps)):
-            order = torch.from_numpy(rng.permutation(len(x_all)))
-            for start in range(0, len(order), batch):
-                if done == limit:
-                    break
-                idx = order[start:start + batch]
-                self.distill_opt.zero_grad(set_to_none=True)
-                loss = -(p_all[idx] * self.log_policy(x_all[idx])).sum(-1).mean()
-                loss.backward()
-                self.distill_opt.step()
-                done += 1
+        done = 0
+        for idx in distill_minibatches(len(x_all), rng, epochs=epochs, batch=batch, steps=steps):
+            self.distill_opt.zero_grad(set_to_none=True)
+            loss = -(p_all[idx] * self.log_policy(x_all[idx])).sum(-1).mean()
+            loss.backward()
+            self.distill_opt.step()
+            done += 1
         self.distill_opt.zero_grad(set_to_none=True)
         return done
 

@@ -1,7 +1,6 @@
 """The resolved configuration of a classification experiment (saved with every result)."""
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Sequence
 
@@ -11,6 +10,7 @@ from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS, PartitionSpec
 from frd.errors import FrdError
 from frd.options import NoOptions, options_key
+from frd.participation import check_participation, participants
 from frd.results import ResumeKey
 
 PAPER = {"dataset": "mnist", "devices": 10, "samples_per_device": 500, "rounds": 16,
@@ -19,9 +19,6 @@ PAPER = {"dataset": "mnist", "devices": 10, "samples_per_device": 500, "rounds":
 local iterations, split [our choice] into 16 rounds × 400; η = 0.01; 10 devices × 500 MNIST samples.
 A method's own paper values (β, K_s, ε) are its options' ``PAPER``."""
 
-FRACTION_SLACK = 1e-9
-"""Added to C·devices before rounding down, so that a share written in decimal (0.7 × 10 =
-7.000…01, 0.57 × 100 = 56.99…) gives the count it names."""
 NOT_IN_RESUME_KEY = ("method", "seeds", "first_seed", "threads", "data_dir", "download", "options")
 """Fields that do not change a seed's results, or enter the key elsewhere: the method names its
 part of the key, which holds its options, so that one folder gathers several methods."""
@@ -137,12 +134,8 @@ class ClsConfig:
         check_channel(self.channel, self.channel_options)
 
     def _check_participation(self) -> None:
-        if self.clients_per_round is not None and self.fraction is not None:
-            raise FrdError("give --clients-per-round or --fraction, not both")
-        if self.clients_per_round is not None and not 1 <= self.clients_per_round <= self.devices:
-            raise FrdError(f"--clients-per-round must lie in 1..{self.devices} (--devices), got {self.clients_per_round}")
-        if self.fraction is not None and not 0 < self.fraction <= 1:
-            raise FrdError(f"--fraction must lie in (0, 1], got {self.fraction}")
+        check_participation(self.devices, self.clients_per_round, self.fraction, total_flag="--devices",
+                            per_round_flag="--clients-per-round")
         if not 1 <= self.min_clients <= self.devices:
             raise FrdError(f"--min-clients must lie in 1..{self.devices} (--devices), got {self.min_clients}")
         if self.min_clients != 1 and self.fraction is None:
@@ -154,11 +147,7 @@ class ClsConfig:
     def participants_per_round(self) -> int:
         """Devices sampled for each round: ``clients_per_round``, else from ``fraction`` (rounded down,
         at least ``min_clients``), else all of them."""
-        if self.clients_per_round is not None:
-            return self.clients_per_round
-        if self.fraction is not None:
-            return max(math.floor(self.fraction * self.devices + FRACTION_SLACK), self.min_clients)
-        return self.devices
+        return participants(self.devices, self.clients_per_round, self.fraction, self.min_clients)
 
     @property
     def partial_participation(self) -> bool:

@@ -63,18 +63,24 @@ def test_dirichlet_redraws_until_every_device_has_the_minimum():
     assert_disjoint(parts)
 
 
-def test_dirichlet_first_draw_would_have_broken_the_rule(monkeypatch):
-    """Count the draws: with this seed the rule forces at least one redraw."""
-    labels = np.repeat(np.arange(10), 30)
-    sizes_per_draw = []
+@pytest.fixture
+def sizes_per_draw(monkeypatch):
+    """The smallest device of each Dirichlet draw, in order (the draws are counted, not changed)."""
+    sizes = []
     original = partitions._dirichlet_draw
 
     def counting(*args):
         parts = original(*args)
-        sizes_per_draw.append(min(p.size for p in parts))
+        sizes.append(min(p.size for p in parts))
         return parts
 
     monkeypatch.setattr(partitions, "_dirichlet_draw", counting)
+    return sizes
+
+
+def test_dirichlet_first_draw_would_have_broken_the_rule(sizes_per_draw):
+    """Count the draws: with this seed the rule forces at least one redraw."""
+    labels = np.repeat(np.arange(10), 30)
     dirichlet(labels, 10, 30, np.random.default_rng(0), PartitionSpec(alpha=0.1, min_samples=10))
     assert len(sizes_per_draw) > 1 and sizes_per_draw[0] < 10 and sizes_per_draw[-1] >= 10
 
@@ -148,16 +154,7 @@ def test_dirichlet_minimum_above_the_mean_share_names_min_samples():
         dirichlet(LABELS, 100, 8, np.random.default_rng(0), PartitionSpec(min_samples=10))
 
 
-def test_dirichlet_with_min_samples_0_still_leaves_no_device_empty(monkeypatch):
+def test_dirichlet_with_min_samples_0_still_leaves_no_device_empty(sizes_per_draw):
     """A device with no sample could not train: a draw that leaves one empty is redrawn."""
-    sizes_per_draw = []
-    original = partitions._dirichlet_draw
-
-    def counting(*args):
-        parts = original(*args)
-        sizes_per_draw.append(min(p.size for p in parts))
-        return parts
-
-    monkeypatch.setattr(partitions, "_dirichlet_draw", counting)
     parts = dirichlet(LABELS, 50, 8, np.random.default_rng(0), PartitionSpec(alpha=0.2, min_samples=0))
     assert sizes_per_draw[0] == 0 and min(p.size for p in parts) >= 1

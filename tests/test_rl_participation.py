@@ -40,10 +40,10 @@ def test_a_fraction_gives_floor_c_times_agents_but_at_least_one(agents, fraction
 
 
 @pytest.mark.parametrize("values, match", [
-    (dict(agents=4, agents_per_round=0), r"--agents-per-round must be within 1 … --agents \(4\), got 0"),
-    (dict(agents=4, agents_per_round=5), r"--agents-per-round must be within 1 … --agents \(4\), got 5"),
-    (dict(fraction=0.0), r"--fraction must be within \(0, 1\], got 0.0"),
-    (dict(fraction=1.5), r"--fraction must be within \(0, 1\], got 1.5"),
+    (dict(agents=4, agents_per_round=0), r"--agents-per-round must lie in 1..4 \(--agents\), got 0"),
+    (dict(agents=4, agents_per_round=5), r"--agents-per-round must lie in 1..4 \(--agents\), got 5"),
+    (dict(fraction=0.0), r"--fraction must lie in \(0, 1\], got 0.0"),
+    (dict(fraction=1.5), r"--fraction must lie in \(0, 1\], got 1.5"),
     (dict(agents=4, agents_per_round=2, fraction=0.5), "give --agents-per-round or --fraction, not both"),
 ])
 def test_bad_participation_is_refused_before_anything_runs(values, match):

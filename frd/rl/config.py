@@ -14,6 +14,7 @@ from frd.channel import CHANNELS, check_channel, parse_channel_option
 from frd.envs.lanes import check_env_id
 from frd.errors import FrdError
 from frd.options import build_options, options_key
+from frd.participation import check_participation, participants
 from frd.results import ResumeKey
 from frd.rl.methods import RL_METHODS, RunSetup, get_method
 from frd.rl.mission import default_target
@@ -149,22 +150,13 @@ class RLConfig:
 
     def check_participation(self) -> None:
         """K within 1 … agents, C within (0, 1], not both."""
-        if self.agents_per_round is not None and self.fraction is not None:
-            raise FrdError("give --agents-per-round or --fraction, not both")
-        if self.agents_per_round is not None and not 1 <= self.agents_per_round <= self.agents:
-            raise FrdError(f"--agents-per-round must be within 1 … --agents ({self.agents}), got {self.agents_per_round}")
-        if self.fraction is not None and not 0 < self.fraction <= 1:
-            raise FrdError(f"--fraction must be within (0, 1], got {self.fraction}")
+        check_participation(self.agents, self.agents_per_round, self.fraction, total_flag="--agents",
+                            per_round_flag="--agents-per-round")
 
     def per_round(self) -> int:
-        """K: the agents that take part in a round (``agents``: every one). From ``fraction``,
-        ⌊C·agents⌋ but at least one, as FedAvg's m = max(C·K, 1) and Flower's
-        int(fraction × available) (the epsilon keeps 0.3 × 10 at 3)."""
-        if self.agents_per_round is not None:
-            return self.agents_per_round
-        if self.fraction is not None:
-            return max(1, math.floor(self.fraction * self.agents + 1e-9))
-        return self.agents
+        """K: the agents that take part in a round (``agents``: every one); from ``fraction``,
+        ⌊C·agents⌋ but at least one (``frd.participation``)."""
+        return participants(self.agents, self.agents_per_round, self.fraction)
 
     def resume_key(self) -> ResumeKey:
         """Results change with these: the common fields (not the seeds, the method list or the
