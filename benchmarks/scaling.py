@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 import pandas as pd
 
@@ -116,12 +116,13 @@ def one_point(method: str, agents: int, grid: int, hidden: int, episodes: int, p
 
 def one_cls_point(method: str, devices: int, clients_per_round: int, rounds: int, iterations: int, dataset: str,
                   samples: int, partition: str = "shards", alpha: float = 0.5, min_samples: int = 10,
-                  data_dir: str | None = None) -> dict:
-    """Run one classification point in this process (the child's side): its timings per round and memory."""
+                  data_dir: str | None = None, **options: Any) -> dict:
+    """Run one classification point in this process (the child's side): its timings per round and
+    memory. ``options``: method options, each passed only to the methods that have it."""
     import torch
 
     from frd.classification.data import load_dataset
-    from frd.classification.methods import cls_config
+    from frd.classification.methods import study_config
     from frd.classification.runner import run_seed
 
     if rounds < 2:
@@ -129,22 +130,22 @@ def one_cls_point(method: str, devices: int, clients_per_round: int, rounds: int
     data = load_dataset(dataset, data_dir)
 
     def config(n: int, k: int | None, r: int, i: int):
-        return cls_config(method, dataset=dataset, data_dir=data_dir, devices=n, clients_per_round=k, rounds=r,
-                          iterations_per_round=i, samples_per_device=samples, partition=partition, alpha=alpha,
-                          min_samples=min_samples, seeds=1)
+        return study_config(method, dataset=dataset, data_dir=data_dir, devices=n, clients_per_round=k, rounds=r,
+                            iterations_per_round=i, samples_per_device=samples, partition=partition, alpha=alpha,
+                            min_samples=min_samples, seeds=1, **options)
     torch.set_num_threads(config(2, None, 1, 1).threads)  # frd cls's (1): more oversubscribe shared cores
     run_seed(config(2, None, 1, 1), 1, data)  # kernels and first calls loaded
-    clocks: list[tuple[float, float]] = []  # (CPU, wall) at the start and at the end of every round
+    clocks: list[tuple[float, float, int]] = []  # (CPU, wall, peak KiB) at the start and at the end of every round
 
     def run() -> dict:
-        tick = lambda: clocks.append((time.process_time(), time.perf_counter()))  # noqa: E731
+        tick = lambda: clocks.append((time.process_time(), time.perf_counter(), _status_kib("VmHWM")))  # noqa: E731
         tick()
         return run_seed(config(devices, clients_per_round, rounds, iterations), 0, data, on_round=tick)
     tables, cost = _measured(run)
     runs = tables["runs"].iloc[0]
     later = tables["rounds"][tables["rounds"]["round"] >= 2].drop_duplicates(["round", "phase"])
     phase_wall = later.groupby("phase")["compute_s"].sum() / (rounds - 1)  # the rest of a round: evaluation
-    (cpu_start, _), (cpu_first, wall_first), (cpu_last, wall_last) = clocks[0], clocks[1], clocks[-1]
+    (cpu_start, _, _), (cpu_first, wall_first, _), (cpu_last, wall_last, rounds_peak) = clocks[0], clocks[1], clocks[-1]
     return dict(method=method, dataset=dataset, partition=partition, devices=devices,
                 participants=min(clients_per_round, devices), samples=int(runs["samples"]), rounds=rounds,
                 iterations=iterations, parameters=int(runs["parameters"]), bits_up=int(runs["bits_up"]),
@@ -152,7 +153,8 @@ def one_cls_point(method: str, devices: int, clients_per_round: int, rounds: int
                 cpu_s_per_round=(cpu_last - cpu_first) / (rounds - 1),
                 wall_s_per_round=(wall_last - wall_first) / (rounds - 1), train_wall_s_per_round=phase_wall["local"],
                 exchange_wall_s_per_round=phase_wall["exchanged"],
-                rss_before_mib=cost["rss_before_mib"], peak_rss_mib=cost["peak_rss_mib"])
+                rss_before_mib=cost["rss_before_mib"], rounds_peak_rss_mib=rounds_peak / 1024,
+                peak_rss_mib=cost["peak_rss_mib"])
 
 
 def points(axes: list[str]) -> list[dict]:
@@ -219,6 +221,10 @@ def main() -> None:
                           "1,000 devices)")
     cls.add_argument("--rounds", type=int, default=3, help="rounds per run (round 1 carries the setup), at least 2")
     cls.add_argument("--iterations", type=int, default=10, help="local iterations per round")
+    cls.add_argument("--distill-iterations", type=int, default=3,
+                     help="FedDualMatch's image updates per participant and round (its cpu preset's 30 would take "
+                          "minutes per round at 200 participants)")
+    cls.add_argument("--server-epochs", type=int, default=5, help="FedDualMatch's server epochs (cpu preset 50)")
     for part in (rl, cls):
         part.add_argument("--csv", help=f"also append the table to this tidy CSV, e.g. "
                                         f"benchmarks/results/scaling_{part.prog.split()[-1]}.csv")
@@ -235,6 +241,8 @@ def main() -> None:
     cls_point.add_argument("--partition", default="shards")
     cls_point.add_argument("--alpha", type=float, default=0.5)
     cls_point.add_argument("--data-dir")
+    cls_point.add_argument("--distill-iterations", type=int)
+    cls_point.add_argument("--server-epochs", type=int)
     args = parser.parse_args()
     if args.part == "rl-point":
         print(json.dumps(one_point(args.method, args.agents, args.grid, args.hidden, args.episodes, args.period)))
@@ -242,7 +250,8 @@ def main() -> None:
     if args.part == "cls-point":
         print(json.dumps(one_cls_point(args.method, args.devices, args.clients_per_round, args.rounds, args.iterations,
                                        args.dataset, args.samples, args.partition, args.alpha, args.min_samples,
-                                       args.data_dir)))
+                                       args.data_dir, distill_iterations=args.distill_iterations,
+                                       server_epochs=args.server_epochs)))
         return
     rows = []
     if args.part == "rl":
@@ -254,7 +263,8 @@ def main() -> None:
                   f"peak {r['peak_rss_mib']:7.1f} MiB (before {r['rss_before_mib']:.0f})", flush=True)
     else:
         fixed = dict(rounds=args.rounds, iterations=args.iterations, dataset=args.dataset,
-                     samples=args.samples_per_device, data_dir=args.data_dir, partition=args.partition)
+                     samples=args.samples_per_device, data_dir=args.data_dir, partition=args.partition,
+                     distill_iterations=args.distill_iterations, server_epochs=args.server_epochs)
         for p in cls_points(args.axes, args.methods, args.devices, args.participants, args.fixed_participants,
                             args.fixed_devices):
             rows.append(in_child(["cls-point", *flags({**fixed, **p})]))
