@@ -1,32 +1,34 @@
 """FedDualMatch and FedDM against FedAvg and FD on MNIST under Dirichlet label skew [FedDualMatch, OpenReview; Xiong et al. 2023].
 
-    nice -n 5 python -m benchmarks.distill_study [--alphas 0.5 0.1 0.05 0.01] [--rounds 20] [--methods ...]
+    frd run benchmarks/experiments/distill.toml --out results/distill     # the grid (resumable)
+    python -m benchmarks.distill_study [--work results/distill] [--out benchmarks/results] [--flatten | --convert]
 
 Setting: the shared MNIST set (the official 10,000 test images; 8,000 pool / 2,000 held-out test,
 split seed 0), 10 clients × 500 samples drawn by Dirichlet(α), 20 rounds, one seed, every method on
 the same DD ConvNet (3 × [conv 3×3, instance norm, ReLU, avg-pool 2] + linear).
 
-Scaled for 2 shared CPU cores (the whole grid in under an hour on one thread), and only here:
+Scaled for 2 shared CPU cores in the experiment file, and only there:
 ConvNet width 16 (paper 128); distillation 20 image updates per client and round (the cpu preset's
 30, paper scale 20,000) with 16 real images per class per update; server T_g = 5 epochs (paper
 scale 300); 2 global gradient-matching iterations; FedAvg and FD 50 local SGD iterations of batch
 10 per round. IPC is the seed's 10 and the synthetic images are float32 whatever the width, so
 the uplink is exactly the paper-scale one; the downlink is also reported for width 128.
 
-Measured on the shared 2-core machine (load average 5–8 from other jobs): 59 min wall-clock with the
-grid split over two processes (``--alphas 0.5 0.01`` and ``--alphas 0.05 0.1``); the 16 runs' compute
-times sum to 73 min (FedAvg 9, FD 8, FedDM 25, FedDualMatch 30), the α = 0.5 runs slowest (most classes
-per client, and tests running beside them).
+Its last run (2026-12-05, one process at nice 19 beside other jobs): 30 min wall-clock, 19 min of
+compute (FedAvg 4, FD 3, FedDM 3, FedDM from noise 3, FedDualMatch 6).
 
 Accuracy is the global model's for FedAvg, FedDM and FedDualMatch and the reference device's
-(device 0) for FD, which keeps no global model. Raw runs go to ``--work`` (resumable: rerun the
-same command); ``distill_*`` CSVs, PNGs and a markdown table go to ``--out``.
+(device 0) for FD, which keeps no global model. The grid is the experiment file; this script only
+turns its record into the study's ``distill_*`` CSVs, PNGs and markdown table in ``--out``.
+``--flatten`` also writes the record's runs, rounds, ledger and provenance tables as
+``distill_record_<table>.csv`` (committed, ``benchmarks.records``); ``--convert`` first turns
+those back into the experiment's record under ``--work``, so that the committed tables and
+figures are redrawn without running anything.
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -34,24 +36,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from frd.classification.data import load_dataset  # noqa: E402
-from frd.classification.experiment import run_experiment  # noqa: E402
-from frd.classification.methods import GLOBAL, study_config  # noqa: E402
+from benchmarks.records import CELL, convert_tables, flatten_tables  # noqa: E402
+from frd.classification.methods import GLOBAL  # noqa: E402
 from frd.classification.models import build_model, count_parameters  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
 
-METHODS: dict[str, tuple[str, dict[str, Any]]] = {
-    "fl": ("fl", {}), "fd": ("fd", {}), "feddm": ("feddm", {}), "feddm-noise": ("feddm", {"init": "noise"}),
-    "feddualmatch": ("feddualmatch", {})}
-"""Rows of the grid: label → (method, options). ``feddm-noise`` is FedDM with its synthetic sets
-started from N(0, 1) noise, as the FedDualMatch authors reran their FedDM baseline."""
+EXPERIMENT = Path("benchmarks/experiments/distill.toml")
+LABELS = ("fl", "fd", "feddm", "feddm-noise", "feddualmatch")
+"""The file's ``method`` axis (``feddm-noise``: FedDM with its synthetic sets started from N(0, 1)
+noise, as the FedDualMatch authors reran their FedDM baseline)."""
 DISTILLATION = ("feddm", "feddm-noise", "feddualmatch")
-COLORS = dict(zip(METHODS, ("tab:blue", "tab:orange", "tab:green", "tab:olive", "tab:red")))
-ALPHAS = (0.5, 0.1, 0.05, 0.01)
+COLORS = dict(zip(LABELS, ("tab:blue", "tab:orange", "tab:green", "tab:olive", "tab:red")))
 PAPER_WIDTH = 128
-SCALED: dict[str, Any] = dict(dataset="mnist", partition="dirichlet", devices=10, samples_per_device=500, model="convnet",
-              width=16, iterations_per_round=50, distill_iterations=20, server_epochs=5)
-"""The CPU scaling of this study (see the module docstring); ``--rounds`` and α come on top."""
+TABLES = ("runs", "rounds", "ledger", "provenance")
+"""The record's tables the flat record keeps."""
 
 
 def paper_weight_bits() -> int:
@@ -59,20 +57,15 @@ def paper_weight_bits() -> int:
     return count_parameters(build_model("convnet", "mnist", (1, 28, 28), 10, PAPER_WIDTH)) * FLOAT_BITS
 
 
-def run_grid(alphas: list[float], methods: list[str], rounds: int, work: Path) -> tuple[pd.DataFrame, ...]:
-    """Every (method, α) run, resumed from ``work``; its runs, rounds and ledger tables tagged with α."""
-    tables: dict[str, list[pd.DataFrame]] = {"runs": [], "rounds": [], "ledger": []}
-    for alpha in alphas:
-        for method in methods:
-            name, options = METHODS[method]
-            config = study_config(name, alpha=alpha, rounds=rounds, **SCALED, **options)
-            store = run_experiment(config, work / f"{method}-alpha{alpha}", progress=False)
-            for name, frame in tables.items():
-                frame.append(store.read(name).assign(method=method, alpha=alpha))
-            run = tables["runs"][-1].iloc[0]
-            final = run["global_accuracy"] if pd.notna(run["global_accuracy"]) else run["accuracy"]
-            print(f"{method:>12} α={alpha:<5} final acc {final:.3f}  compute {run['compute_s']:.0f} s", flush=True)
-    return tuple(pd.concat(frames, ignore_index=True) for frames in tables.values())
+def record_tables(work: Path, flatten_to: Path | None) -> tuple[pd.DataFrame, ...]:
+    """The experiment's runs, rounds and ledger tables, each row tagged with its cell's label
+    (``method``) and α; with ``flatten_to``, its flat record is written there first."""
+    flat = flatten_tables(EXPERIMENT, work, TABLES)
+    if flatten_to is not None:
+        for table, frame in flat.items():
+            frame.to_csv(flatten_to / f"distill_record_{table}.csv", index=False)
+    return tuple(flat[table].drop(columns="method", errors="ignore")
+                 .rename(columns={f"{CELL}method": "method", f"{CELL}alpha": "alpha"}) for table in TABLES[:3])
 
 
 def accuracy_per_round(rounds: pd.DataFrame) -> pd.DataFrame:
@@ -173,17 +166,20 @@ def markdown(table: pd.DataFrame) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--alphas", type=float, nargs="+", default=list(ALPHAS))
-    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--work", type=Path, default=Path("results/distill_study"))
+    parser.add_argument("--work", type=Path, default=Path("results/distill"), help="the experiment's folder")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--flatten", action="store_true", help="also write the flat record into --out")
+    what.add_argument("--convert", action="store_true",
+                      help="first turn the flat record in --out into the experiment's record in --work")
     args = parser.parse_args()
-    load_dataset("mnist")  # fail early, with the files to fetch, before any run
-    runs, rounds, ledger = run_grid(args.alphas, args.methods, args.rounds, args.work)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.convert:
+        added = convert_tables({t: args.out / f"distill_record_{t}.csv" for t in TABLES}, EXPERIMENT, args.work)
+        print(f"{added} runs converted into {args.work}")
+    runs, rounds, ledger = record_tables(args.work, args.out if args.flatten else None)
     accuracy, payload = accuracy_per_round(rounds), payload_per_round(ledger)
     table = summary(accuracy, payload, runs)
-    args.out.mkdir(parents=True, exist_ok=True)
     accuracy.to_csv(args.out / "distill_accuracy.csv", index=False)
     payload.to_csv(args.out / "distill_payload.csv", index=False)
     table.to_csv(args.out / "distill_summary.csv", index=False)

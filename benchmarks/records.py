@@ -2,14 +2,18 @@
 the study's tables (an experiment's own record, a folder per cell with every episode and saved
 agent, is too large to commit).
 
-One row per run: its ``runs.csv`` row, the cell's axis values and where it computed (the run's
-``provenance.csv`` row). ``flatten`` writes it from an experiment's folder; ``convert`` turns it
-back into that experiment's record, which ``frd run`` resumes and ``frd report`` reads, so the
-committed tables are ``frd report``'s of the committed record.
+RL studies keep one row per run: its ``runs.csv`` row, the cell's axis values and where it
+computed (the run's ``provenance.csv`` row). ``flatten`` writes it from an experiment's folder;
+``convert`` turns it back into that experiment's record, which ``frd run`` resumes and ``frd
+report`` reads, so the committed tables are ``frd report``'s of the committed record.
+Classification studies, whose tables come from every round, keep each of a run's tables whole,
+one CSV per table with the cell's axis values in front, each named ``cell.<axis>`` (an axis may
+share its name with a column, e.g. a ``method`` axis of bundles) (``flatten_tables``, ``convert_tables``).
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -23,6 +27,8 @@ RUN_COLUMNS = ["run_id", "method", "seed", "n_agents", "completed", "mission_epi
                "bits_up", "bits_down"]
 """The flat record's columns that are a run's ``runs.csv`` row [those of the RL runs tables the
 studies were run with; later columns, e.g. ``algorithm``, are left to the cells' own tables]."""
+CELL = "cell."
+"""Prefix of a flat table's axis columns."""
 PROVENANCE = ["python", "frd", "torch", "numba", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn",
               "code", "cpu"]
 """Where a run computed (``provenance.csv``): package versions, code hash, CPU."""
@@ -46,6 +52,37 @@ def flatten(experiment_file: Path, out: Path) -> pd.DataFrame:
         axes = {axis: [value] * len(runs) for axis, value in values.items() if axis not in RUN_COLUMNS}  # method: the run's
         frames.append(pd.concat([pd.DataFrame(axes), runs[RUN_COLUMNS], where.reindex(columns=PROVENANCE)], axis=1))
     return pd.concat(frames, ignore_index=True)
+
+
+def flatten_tables(experiment_file: Path, out: Path, tables: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Each of ``tables`` over every cell of the experiment in ``out``, the cell's axis values in
+    front as ``cell.<axis>``."""
+    frames: dict[str, list[pd.DataFrame]] = {table: [] for table in tables}
+    for values, store in _cells(experiment_file, out):
+        for table in tables:
+            rows = store.read(table)
+            axes = pd.DataFrame({CELL + axis: [value] * len(rows) for axis, value in values.items()})
+            frames[table].append(pd.concat([axes, rows], axis=1))
+    return {table: pd.concat(parts, ignore_index=True) for table, parts in frames.items()}
+
+
+def convert_tables(tables: Mapping[str, Path], experiment_file: Path, out: Path) -> int:
+    """Write every run of the flat ``tables`` (table → CSV, ``runs`` among them) into the
+    experiment's record in ``out``; the runs already there stay. Returns how many were added."""
+    flat = {table: pd.read_csv(path) for table, path in tables.items()}
+    added = 0
+    for values, store in _cells(experiment_file, out):
+        cell = pd.Series({CELL + axis: value for axis, value in values.items()})
+        mine = {table: frame[(frame[list(cell.index)] == cell).all(axis=1)].drop(columns=list(cell.index))
+                for table, frame in flat.items()}
+        done = store.finished()
+        for rid in mine["runs"]["run_id"]:
+            if rid not in done:
+                store.save_run({table: frame[frame["run_id"] == rid].reset_index(drop=True)
+                                for table, frame in mine.items()})
+                added += 1
+        store.consolidate()
+    return added
 
 
 def convert(record: Path, experiment_file: Path, out: Path) -> int:

@@ -1,7 +1,7 @@
 """A study's flat record (benchmarks/records.py): flattening an experiment's record and converting
 it back into a fresh folder gives the same runs, and ``frd report`` the same summary, number for
 number; a ``method`` axis is the run's own column, not a second one; the seed study's committed record gives
-its committed table byte for byte."""
+its committed table byte for byte; a classification record flattens and converts table by table."""
 from pathlib import Path
 
 import pandas as pd
@@ -48,3 +48,38 @@ def test_the_seed_studys_committed_grid_record_gives_its_committed_table(tmp_pat
     assert records.convert(results / "seed_study_grid_runs.csv", file, tmp_path / "grid") == 5 * 20
     report([tmp_path / "grid"], tmp_path / "grid")
     assert (tmp_path / "grid" / "summary.csv").read_bytes() == (results / "seed_study_grid.csv").read_bytes()
+
+
+CLS_TINY = '''domain = "cls"
+dataset = "digits"
+devices = 3
+rounds = 2
+iterations = 2
+seeds = 2
+
+[sweep]
+method = { fl = { method = "fl" }, "fd here" = { method = "fd" } }
+'''
+
+
+def test_a_classification_record_flattens_table_by_table_and_converts_back(tmp_path, monkeypatch):
+    """Every table of every run, the cell's axis as ``cell.method`` beside the runs' own ``method``."""
+    monkeypatch.setattr("frd.classification.report.plot_accuracy", lambda *args, **kwargs: None)
+    monkeypatch.setattr("frd.report._save", lambda figure, stem: None)
+    file = tmp_path / "tiny.toml"
+    file.write_text(CLS_TINY)  # an axis named like the runs' column
+    assert main(["run", str(file), "--out", str(tmp_path / "ran"), "--no-progress"]) == 0
+    tables = ("runs", "rounds", "ledger", "provenance")
+    flat = records.flatten_tables(file, tmp_path / "ran", tables)
+    assert flat["runs"][["cell.method", "method"]].values.tolist() == [
+        ["fl", "fl"], ["fl", "fl"], ["fd here", "fd"], ["fd here", "fd"]]
+    paths = {}
+    for table, frame in flat.items():
+        paths[table] = tmp_path / f"{table}.csv"
+        frame.to_csv(paths[table], index=False)
+    assert records.convert_tables(paths, file, tmp_path / "converted") == 4
+    again = records.flatten_tables(file, tmp_path / "converted", tables[:3])
+    for table in tables[:3]:
+        pd.testing.assert_frame_equal(again[table], flat[table], check_exact=True)
+    pd.testing.assert_frame_equal(report([tmp_path / "converted"], tmp_path / "c"),
+                                  report([tmp_path / "ran"], tmp_path / "r"), check_exact=True)
