@@ -111,18 +111,24 @@ SB3_SETTINGS = {
 
 @pytest.mark.parametrize("setting", SB3_SETTINGS)
 def test_our_lanes_beside_sb3_agents_step_fused_periods_to_the_lockstep_tables(setting, monkeypatch):
-    """Periods that every SB3 agent's collection covers run fused (one per call), the one in which an
-    SB3 agent starts its next collection in lockstep: the tables and saved agents are the all-lockstep ones."""
+    """Periods that every SB3 agent's collection covers run fused (several per call, each run on its
+    own clock, stopping before a period in which one of its SB3 agents starts its next collection),
+    such a period in lockstep: the tables and saved agents are the all-lockstep ones."""
     pytest.importorskip("stable_baselines3")
     config = rl_config(("independent", "pd", "frd"), agents=2, hidden=8, max_episodes=12, target=30.0, window=3,
                        period=4, **SB3_SETTINGS[setting])
     runs = [(method, seed) for seed in range(2) for method in config.methods]
-    called = {"fused": 0}
+    called = {"fused": 0, "most beside SB3": 0}  # calls; the most periods a run took in one while SB3 agents played
     periods = RLBatch._step_period
 
     def counted(batch):
         called["fused"] += 1
+        playing = any(not batch.capped[lane] and not batch.standing.finished[lane // 2] for lane in batch.sb3)
+        before = batch.run_clock.copy()
         periods(batch)
+        if playing:
+            taken = (batch.run_clock - before).max() // batch.pop.groups[0].config.n_steps
+            called["most beside SB3"] = max(called["most beside SB3"], int(taken))
 
     def tables(fused):
         batch = RLBatch(config, runs)
@@ -138,6 +144,7 @@ def test_our_lanes_beside_sb3_agents_step_fused_periods_to_the_lockstep_tables(s
     (lockstep, lockstep_models), steps_fused = tables(False), called["fused"]
     (fused, fused_models) = tables(True)
     assert steps_fused == 0 and called["fused"] > 0  # alternating: some periods fused, the rest lockstep
+    assert called["most beside SB3"] > 1
     assert lockstep["runs"]["rounds"].gt(0).any() and lockstep["runs"]["agents_completed"].gt(0).any()
     for name, frame in lockstep.items():
         pd.testing.assert_frame_equal(frame, fused[name], check_exact=True, obj=name)
