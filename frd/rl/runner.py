@@ -217,10 +217,12 @@ class RLBatch:
     def step(self) -> None:
         """One env step of every active lane, learning when the rollout is full (exchange rounds
         and compaction are ``run``'s, between updates); a whole update period when ``fused``, unless
-        an SB3 agent is to start a collection in it."""
-        if self.fused and self.pop.between_updates and not self._collection_due():
-            self._step_period()
-            return
+        an SB3 agent is to start a collection in it after its first step."""
+        if self.fused and self.pop.between_updates:
+            self._collect_at_first_step()
+            if not self._collection_due():
+                self._step_period()
+                return
         self.clock += 1
         self.run_clock += 1
         r = self.rows
@@ -262,6 +264,18 @@ class RLBatch:
         return any(self.sb3_until[lane] < self._clock_of(lane) + n and self.active[lane]
                    and not self.standing.finished[self._run_of(lane)] for lane in self.sb3)
 
+    def _collect_at_first_step(self) -> None:
+        """The collections that SB3 agents start at the next step, played now: lockstep would start
+        them at that step from the same standing (``_step_sb3`` reads it before the step's episode
+        ends), and a collection is the agent's own (its env, its generators), so a fused period
+        follows. With collections a whole number of periods long (the zoo's 256 steps) every one
+        starts so."""
+        for lane, learner in self.sb3.items():
+            clock = self._clock_of(lane) + 1
+            if (self.sb3_until[lane] < clock and self.active[lane] and not self.capped[lane]
+                    and not self.standing.finished[self._run_of(lane)]):
+                self._collect(lane, learner, clock)
+
     def _clock_of(self, lane: int) -> int:
         """The steps of ``lane``'s run so far: its SB3 collections and their ends follow it."""
         return int(self.run_clock[self._run_of(lane)])
@@ -276,16 +290,16 @@ class RLBatch:
             if self.sb3_until[lane] < self._clock_of(lane):  # at a safe point
                 if not self.active[lane]:
                     continue  # at the barrier: it waits there for the round
-                self._collect(lane, learner)
+                self._collect(lane, learner, self._clock_of(lane))
             self.env_steps[lane] += 1
             queue = self.sb3_ends[lane]
             if queue and queue[0][0] == self._clock_of(lane):
                 ends.append((lane, queue.pop(0)[1]))
         return ends
 
-    def _collect(self, lane: int, learner: SB3Learner) -> None:
-        """``learner`` plays its next collection from this step on; its states join the memory."""
-        played, clock = learner.collect(), self._clock_of(lane)
+    def _collect(self, lane: int, learner: SB3Learner, clock: int) -> None:
+        """``learner`` plays its next collection from its run's step ``clock`` on; its states join the memory."""
+        played = learner.collect()
         self.sb3_until[lane] = clock + played.steps - 1
         self.sb3_ends[lane] = [(clock + step - 1, score) for step, score in played.ends]
         if self.memory is not None and self.records[lane] and played.steps:
