@@ -5,7 +5,7 @@ An SB3 agent (PPO, A2C, DQN) plays its own gymnasium env, stepped by SB3's own `
 ``n_steps``; DQN: ``train_freq``) and then trains on it (on-policy: ``train()``; DQN: its
 ``gradient_steps``), so it always stops at a safe point: after a rollout's update, or after a
 collection's gradient steps. A callback records each step's state and each episode's end
-(``Collection``); the runner (``frd.rl.runner``) plays those out on the batch's clock.
+(``Collection``); the runner (``frd.rl.runner``) plays those out on its run's clock.
 
 What an exchange needs of it (``MixedPopulation``) is the same row interface as our population:
 the policy's action probabilities at states (actor-critic: ``policy.get_distribution(obs)``; DQN:

@@ -14,8 +14,8 @@ the non-interference test of ``tests/test_sb3.py``), so both batches do the same
   counted), less the CPU seconds spent inside the SB3 agents' ``SB3Learner.collect`` calls (SB3
   playing and learning), over our lanes' env steps; alone, the batch's CPU seconds over the same
   steps. The ratio beside / alone is the slowdown of our lanes per step. Also shown: our lanes
-  alone with one update period per fused call (what a batch with SB3 agents does while they play,
-  ``RLBatch._periods_at_once``), which explains most of what remains.
+  alone with one update period per fused call (what a batch with SB3 agents did while they played
+  before each run had its own clock, ``RLBatch.run_clock``: that round trip's cost).
 - **The SB3 agent, env steps per CPU second**: its steps over the CPU seconds of its ``collect``
   calls in the mixed batch, against the same algorithm and hyperparameters (``SB3Learner``'s
   model, fresh, same seeds) learning as many steps in one ``model.learn`` call, SB3's own loop.

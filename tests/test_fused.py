@@ -102,7 +102,7 @@ def test_uniforms_handed_back_lane_by_lane_are_drawn_again_in_each_lanes_order()
         with_returns.undraw_uniforms(np.array([0, 0, 10**6]))
 
 
-SB3_SETTINGS = {
+SB3_SETTINGS = {  # PPO's rollouts are whole periods (n = 8), DQN's collections are not
     "ppo, until first": dict(agent_spec="algo=ppo,sb3.n_steps=64,sb3.batch_size=64,sb3.n_epochs=2;h=8", until="first"),
     "dqn, until all": dict(agent_spec="h=8;algo=dqn,sb3.train_freq=20,sb3.learning_starts=30,sb3.gradient_steps=1,"
                                       "sb3.net_arch=8x8", until="all"),
@@ -111,18 +111,29 @@ SB3_SETTINGS = {
 
 @pytest.mark.parametrize("setting", SB3_SETTINGS)
 def test_our_lanes_beside_sb3_agents_step_fused_periods_to_the_lockstep_tables(setting, monkeypatch):
-    """Periods that every SB3 agent's collection covers run fused (one per call), the one in which an
-    SB3 agent starts its next collection in lockstep: the tables and saved agents are the all-lockstep ones."""
+    """Periods that every SB3 agent's collection covers run fused (several per call, each run on its
+    own clock, stopping before a period in which one of its SB3 agents starts its next collection),
+    such a period in lockstep: the tables and saved agents are the all-lockstep ones."""
     pytest.importorskip("stable_baselines3")
     config = rl_config(("independent", "pd", "frd"), agents=2, hidden=8, max_episodes=12, target=30.0, window=3,
                        period=4, **SB3_SETTINGS[setting])
     runs = [(method, seed) for seed in range(2) for method in config.methods]
-    called = {"fused": 0}
-    periods = RLBatch._step_period
+    called = {"fused": 0, "most beside SB3": 0,  # calls; the most periods a run took in one while SB3 agents played
+              "lockstep beside SB3": 0}
+    periods, sb3_step = RLBatch._step_period, RLBatch._step_sb3
 
     def counted(batch):
         called["fused"] += 1
+        playing = any(not batch.capped[lane] and not batch.standing.finished[lane // 2] for lane in batch.sb3)
+        before = batch.run_clock.copy()
         periods(batch)
+        if playing:
+            taken = (batch.run_clock - before).max() // batch.pop.groups[0].config.n_steps
+            called["most beside SB3"] = max(called["most beside SB3"], int(taken))
+
+    def sb3_lockstep(batch):
+        called["lockstep beside SB3"] += batch.fused
+        return sb3_step(batch)
 
     def tables(fused):
         batch = RLBatch(config, runs)
@@ -135,9 +146,13 @@ def test_our_lanes_beside_sb3_agents_step_fused_periods_to_the_lockstep_tables(s
         return out, {str(t["runs"]["run_id"].iloc[0]): t[MODELS] for t in finished}
 
     monkeypatch.setattr(RLBatch, "_step_period", counted)
+    monkeypatch.setattr(RLBatch, "_step_sb3", sb3_lockstep)
     (lockstep, lockstep_models), steps_fused = tables(False), called["fused"]
     (fused, fused_models) = tables(True)
-    assert steps_fused == 0 and called["fused"] > 0  # alternating: some periods fused, the rest lockstep
+    assert steps_fused == 0 and called["fused"] > 0
+    assert called["most beside SB3"] > 1
+    # a collection that starts at a period's first step is played before the fused call; others in lockstep
+    assert (called["lockstep beside SB3"] > 0) == setting.startswith("dqn")
     assert lockstep["runs"]["rounds"].gt(0).any() and lockstep["runs"]["agents_completed"].gt(0).any()
     for name, frame in lockstep.items():
         pd.testing.assert_frame_equal(frame, fused[name], check_exact=True, obj=name)

@@ -50,11 +50,12 @@ class MemoryArrays(NamedTuple):
 
 class External(NamedTuple):
     """The lanes whose agent is not ours (Stable-Baselines3, ``frd.rl.runner``): their rows and env
-    lanes stay idle; while its collection lasts (``until``: its last step, counted from the call's
-    first, 0-based) such a lane takes a step of it at every step, unless its run has ended or it
-    is retired, and an episode of it ends where ``ends`` (per lane and step of the call) holds
-    the episode's score (NaN: none). The runner hands a call only steps that the lanes' current
-    collections cover, or that lanes at the barrier wait through."""
+    lanes stay idle; while its collection lasts (``until``: its last step, counted from its run's
+    first step in the call, 0-based) such a lane takes a step of it at every step, unless its run
+    has ended or it is retired, and an episode of it ends where ``ends`` (per lane and step of its
+    run in the call) holds the episode's score (NaN: none). The runner hands a call a first period
+    that the lanes' current collections cover, or that lanes at the barrier wait through; a run
+    stops before a later period that they do not cover (``_external_due``)."""
 
     lane: np.ndarray
     until: np.ndarray
@@ -86,7 +87,8 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
     result. The population's bundles (``frd.agents.kernel``) are indexed by row, the env's
     (``CartPoleState``), the batch's (``lanes``, ``standing``) and the memory's by lane;
     ``uniforms`` has a row per step of the ``most`` periods; ``external`` lanes play their
-    collection's steps and episode ends (``External``). Writes each row's number of periods
+    collection's steps and episode ends (``External``), and a run stops where one of them needs
+    Python (a new collection) or its round's safe point has come. Writes each row's number of periods
     into ``row_periods`` and returns the number of ``events`` written (their ticks count the
     steps from the call's first, each run's own). The bundles are unpacked once: the loops run
     on local names."""
@@ -171,11 +173,32 @@ def periods(most, rows, dims, nets, adam, rollout, cache, hyper, uniforms, env, 
                     if not foreign[lane]:
                         score[lane] = 0.0
                     count += 1
-            if _needs_runner(ev_what, first_event, count) or done == most:
+            if (_needs_runner(ev_what, first_event, count) or done == most
+                    or _external_due(rows, first, A, done, n, external, standing)):
                 for row in range(first, first + A):
                     row_periods[row] = done
                 break
     return count
+
+
+@compiled(error_model="numpy")
+def _external_due(rows, first, A, done, n, external, standing):
+    """Whether the run of rows ``first``… must stop after its ``done`` periods for an external lane
+    of it that plays on: one must start its next collection in the next period (Python's, between
+    calls), or its collection ended at the barrier in this one (its run is then ready for the
+    round, at this safe point)."""
+    foreign, until = external.lane, external.until
+    if standing.finished[rows[first] // A]:
+        return False
+    for row in range(first, first + A):
+        lane = rows[row]
+        if not foreign[lane] or standing.capped[lane]:
+            continue
+        if standing.active[lane] and until[lane] < (done + 1) * n - 1:
+            return True
+        if standing.waiting[lane] and (done - 1) * n <= until[lane] < done * n:
+            return True
+    return False
 
 
 @compiled(error_model="numpy")

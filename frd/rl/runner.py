@@ -6,17 +6,20 @@ point.
 A Stable-Baselines3 agent (``frd.agents.sb3``) is a lane whose env and learner are SB3's: its
 population row and env lane stay idle, and when it is due to step and has nothing left to play it
 plays one whole collection (``SB3Learner.collect``: a rollout and its update, or DQN's
-``train_freq`` steps and their gradient steps), whose steps then follow the batch's clock one per
-step, so that its episode ends go through the same rule (``frd.rl.episode_end``), in lane order
-with ours, at the step they would have happened in lockstep. At its barrier it plays on to the end
+``train_freq`` steps and their gradient steps), whose steps then follow its run's clock
+(``run_clock``: the run's steps so far, since runs of a batch part in fused calls) one per step,
+so that its episode ends go through the same rule (``frd.rl.episode_end``), in lane order with
+ours, at the step they would have happened in lockstep. At its barrier it plays on to the end
 of that collection (its partial rollout is completed and learned from; the episodes it ends
 there count towards its next period, its states join this period's memory), and only then is it
 ready for the round: the round happens at the first safe point after that and every other
 agent's barrier. Under ``until first`` what it played past the run's end is dropped, as for ours.
-On CartPole our lanes beside SB3 agents still step whole update periods in one call, one period
-per call, wherever every SB3 agent's collection covers the period (or it waits at its barrier
-through it); the period in which one must start its next collection steps in lockstep, since
-``collect`` is Python: with the zoo's 256-step PPO rollouts, one period in 32."""
+On CartPole our lanes beside SB3 agents still step whole update periods, several in one call:
+a run goes on through the periods that every SB3 agent of it plays from its collection (or waits
+at its barrier through), and stops before one in which an SB3 agent must start its next collection
+(or after one in which a collection ended at the barrier: the round's safe point). A period in
+which one must start steps in lockstep, every run by one period on its own clock, since
+``collect`` is Python: with the zoo's 256-step PPO rollouts, one period in 32 of each run."""
 from __future__ import annotations
 
 import time
@@ -101,8 +104,8 @@ class RLBatch:
         self.pop = GroupedPopulation(lane_seeds, self.env.obs_dim, self.env.n_actions,
                                      [learners[a] for a in self.agent_ids] * len(seeds), init_seeds)
         self.rows = np.arange(len(lane_seeds))      # population row → env lane
-        # SB3 agents: env lane → learner; the clock of each one's collection's last step; its episode
-        # ends still to come, (clock, score), in order
+        # SB3 agents: env lane → learner; the step of its run's clock (``run_clock``) at each one's
+        # collection's last step; its episode ends still to come, (step, score), in order
         sb3 = config.sb3_configs()
         self.sb3 = {lane: SB3Learner(sb3[self.agent_of(lane)], config.env_id, lane_seeds[lane], init_seeds[lane])
                     for lane in range(len(lane_seeds)) if self.agent_of(lane) in sb3}
@@ -139,6 +142,7 @@ class RLBatch:
         self.finishing: list[tuple[RunState, dict]] = []  # finished runs and tables still without their weights
         self.clock = 0                     # steps of the batch so far (every lane's rollout slot follows it;
                                            # fused, each call adds its furthest run's)
+        self.run_clock = np.zeros(len(self.runs), np.int64)  # each run's own steps (runs part, ``fused``)
         self.paused = False                # set by a subclass to leave ``run`` at the next safe point
         # CartPole with one learner: a whole update period per call, run by run (``frd.rl.fused``)
         self.fused = (isinstance(self.env, CartPoleLanes) and len(self.pop.groups) == 1
@@ -213,11 +217,14 @@ class RLBatch:
     def step(self) -> None:
         """One env step of every active lane, learning when the rollout is full (exchange rounds
         and compaction are ``run``'s, between updates); a whole update period when ``fused``, unless
-        an SB3 agent is to start a collection in it."""
-        if self.fused and self.pop.between_updates and not self._collection_due():
-            self._step_period()
-            return
+        an SB3 agent is to start a collection in it after its first step."""
+        if self.fused and self.pop.between_updates:
+            self._collect_at_first_step()
+            if not self._collection_due():
+                self._step_period()
+                return
         self.clock += 1
+        self.run_clock += 1
         r = self.rows
         compacted = len(r) < len(self.obs)  # else every lane has its own row, in lane order
         rows_obs = self.obs[r] if compacted else self.obs
@@ -246,19 +253,32 @@ class RLBatch:
                 else:
                     self._end_sb3_episode(lane, score)
             for lane in self.sb3:  # a collection ended at the barrier: its agent is ready for the round
-                if self.waiting[lane] and self.sb3_until[lane] == self.clock:
+                if self.waiting[lane] and self.sb3_until[lane] == self._clock_of(lane):
                     self.at_barrier.add(self._run_of(lane))
         self.obs = out.obs
 
     def _collection_due(self) -> bool:
-        """Whether an SB3 agent that plays on may have to start a collection in the next update period."""
-        end = self.clock + self.pop.groups[0].config.n_steps
-        return any(self.sb3_until[lane] < end and self.active[lane] and not self.standing.finished[self._run_of(lane)]
-                   for lane in self.sb3)
+        """Whether an SB3 agent that plays on may have to start a collection in its run's next update
+        period (a fused call stops a run before any later such period, ``fused``)."""
+        n = self.pop.groups[0].config.n_steps
+        return any(self.sb3_until[lane] < self._clock_of(lane) + n and self.active[lane]
+                   and not self.standing.finished[self._run_of(lane)] for lane in self.sb3)
 
-    def _sb3_playing(self) -> bool:
-        """Whether an SB3 agent may still play (it is not retired, its run goes on)."""
-        return any(not self.capped[lane] and not self.standing.finished[self._run_of(lane)] for lane in self.sb3)
+    def _collect_at_first_step(self) -> None:
+        """The collections that SB3 agents start at the next step, played now: lockstep would start
+        them at that step from the same standing (``_step_sb3`` reads it before the step's episode
+        ends), and a collection is the agent's own (its env, its generators), so a fused period
+        follows. With collections a whole number of periods long (the zoo's 256 steps) every one
+        starts so."""
+        for lane, learner in self.sb3.items():
+            clock = self._clock_of(lane) + 1
+            if (self.sb3_until[lane] < clock and self.active[lane] and not self.capped[lane]
+                    and not self.standing.finished[self._run_of(lane)]):
+                self._collect(lane, learner, clock)
+
+    def _clock_of(self, lane: int) -> int:
+        """The steps of ``lane``'s run so far: its SB3 collections and their ends follow it."""
+        return int(self.run_clock[self._run_of(lane)])
 
     def _step_sb3(self) -> list[tuple[int, float | None]]:
         """This step of every SB3 agent still playing (a new collection where one is due and it
@@ -267,21 +287,21 @@ class RLBatch:
         for lane, learner in self.sb3.items():
             if self.standing.finished[self._run_of(lane)] or self.capped[lane]:
                 continue
-            if self.sb3_until[lane] < self.clock:  # at a safe point
+            if self.sb3_until[lane] < self._clock_of(lane):  # at a safe point
                 if not self.active[lane]:
                     continue  # at the barrier: it waits there for the round
-                self._collect(lane, learner)
+                self._collect(lane, learner, self._clock_of(lane))
             self.env_steps[lane] += 1
             queue = self.sb3_ends[lane]
-            if queue and queue[0][0] == self.clock:
+            if queue and queue[0][0] == self._clock_of(lane):
                 ends.append((lane, queue.pop(0)[1]))
         return ends
 
-    def _collect(self, lane: int, learner: SB3Learner) -> None:
-        """``learner`` plays its next collection from this step on; its states join the memory."""
+    def _collect(self, lane: int, learner: SB3Learner, clock: int) -> None:
+        """``learner`` plays its next collection from its run's step ``clock`` on; its states join the memory."""
         played = learner.collect()
-        self.sb3_until[lane] = self.clock + played.steps - 1
-        self.sb3_ends[lane] = [(self.clock + step - 1, score) for step, score in played.ends]
+        self.sb3_until[lane] = clock + played.steps - 1
+        self.sb3_ends[lane] = [(clock + step - 1, score) for step, score in played.ends]
         if self.memory is not None and self.records[lane] and played.steps:
             assert played.probs is not None
             self.memory.extend(lane, np.array(played.states, np.float32), played.probs)
@@ -339,6 +359,7 @@ class RLBatch:
         group, env = self.pop.groups[0], self.env
         assert isinstance(env, CartPoleLanes)
         n, rows, start = group.config.n_steps, self.rows, self.clock
+        run_start = self.run_clock.copy()
         most = self._periods_at_once(n)
         env.reserve_resets(n * most)
         if self.memory is not None:
@@ -355,7 +376,7 @@ class RLBatch:
         count = fused.periods(most, rows, group.dims, group.nets, group.adam, group.rollout.arrays, group.cache,
                               group.hyper, group.draw_uniforms(n * most), env.kernel_state(),
                               fused.LaneArrays(self.obs, self.score, self.env_steps, self.records),
-                              self._external(start, n * most), memory, self.mission, self.standing, events, periods)
+                              self._external(n * most), memory, self.mission, self.standing, events, periods)
         tick, lane_of, episode, score, steps, what = events
         group.undraw_uniforms(n * (most - periods))
         order = np.lexsort((lane_of[:count], tick[:count]))
@@ -364,30 +385,36 @@ class RLBatch:
             self.clock = start + t + 1  # as in lockstep while that step's episodes end
             self._record(lane, ep, points, taken, did)
         self.clock = start + n * int(periods.max(initial=1))  # the furthest run's (runs may part, ``fused``)
-        for lane in self.sb3:  # while they play, one period (``_periods_at_once``): every run is at the clock
-            self.sb3_ends[lane] = [end for end in self.sb3_ends[lane] if end[0] > self.clock]
-            if self.waiting[lane] and start < self.sb3_until[lane] <= self.clock:  # ready for the round
-                self.at_barrier.add(self._run_of(lane))
+        run_of_row = rows // len(self.agent_ids)
+        self.run_clock[run_of_row] = run_start[run_of_row] + n * periods  # the rows of a run took its periods
+        for lane in self.sb3:
+            i, clock = self._run_of(lane), self._clock_of(lane)
+            self.sb3_ends[lane] = [end for end in self.sb3_ends[lane] if end[0] > clock]
+            if self.waiting[lane] and run_start[i] < self.sb3_until[lane] <= clock:  # ready for the round
+                self.at_barrier.add(i)
 
-    def _external(self, start: int, steps: int) -> fused.External:
-        """The SB3 agents' steps after ``start`` as a fused call plays them (``fused.External``)."""
+    def _external(self, steps: int) -> fused.External:
+        """The SB3 agents' next ``steps`` steps, each on its run's clock, as a fused call plays them
+        (``fused.External``)."""
         if not self.sb3:
             return fused.External(self.external, self.sb3_until, np.zeros((0, 0)))  # never read
         ends = np.full((len(self.external), steps), np.nan)
         for lane, queue in self.sb3_ends.items():  # a retired lane's may be behind: never played
+            start = self._clock_of(lane)
             for clock, score in queue:
                 if start < clock <= start + steps:
                     ends[lane, clock - start - 1] = score
-        return fused.External(self.external, self.sb3_until - start - 1, ends)
+        starts = self.run_clock[np.arange(len(self.external)) // len(self.agent_ids)]
+        return fused.External(self.external, self.sb3_until - starts - 1, ends)
 
     def _periods_at_once(self, n: int) -> int:
         """How many update periods the next fused call may take: one where the runner has work
         between every two (a learner hook, a round still to hold), else those whose steps fill
         half a block of first states reserved ahead (so that lanes refill it rarely); each run
-        stops at its first episode end that needs the runner. While SB3 agents play, one, so that
-        every run stands at the batch's clock, which their collections follow. Fewer Python round trips
+        stops at its first episode end that needs the runner, or at its SB3 agents' next
+        collection (``fused.External``). Fewer Python round trips
         (~110 µs each at 64 lanes), the same results."""
-        if self.hooked or self.at_barrier or self._sb3_playing():
+        if self.hooked or self.at_barrier:
             return 1
         return max(1, RESET_BLOCK // (2 * n))
 
@@ -421,7 +448,7 @@ class RLBatch:
                 continue
             if not self.waiting[live].all():
                 continue
-            if (self.sb3_until[live] > self.clock).any():  # an SB3 agent still plays to its safe point
+            if (self.sb3_until[live] > self.run_clock[i]).any():  # an SB3 agent still plays to its safe point
                 continue
             start = time.perf_counter()
             if self.exchange(i, {self.agent_of(int(lane)): row_of[int(lane)] for lane in live}):
