@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from frd.domains import get_domain
-from frd.experiment_file import CELLS, read_file, resolve
+from frd.experiment_file import CELLS, SKIP_KEY, read_file, resolve
 from frd.results import ResultStore
 from frd.sweep import claim, command
 
@@ -66,10 +66,10 @@ def flatten_tables(experiment_file: Path, out: Path, tables: Sequence[str]) -> d
     return {table: pd.concat(parts, ignore_index=True) for table, parts in frames.items()}
 
 
-def convert_tables(tables: Mapping[str, Path], experiment_file: Path, out: Path) -> int:
-    """Write every run of the flat ``tables`` (table → CSV, ``runs`` among them) into the
-    experiment's record in ``out``; the runs already there stay. Returns how many were added."""
-    flat = {table: pd.read_csv(path) for table, path in tables.items()}
+def _convert(flat: Mapping[str, pd.DataFrame], experiment_file: Path, out: Path) -> int:
+    """Write every run of the flat tables (``runs`` among them, axes as ``cell.<axis>``) into the
+    experiment's record in ``out`` (each cell's folder as ``frd run`` writes it: config, parts,
+    manifests); the runs already there stay. Returns how many were added."""
     added = 0
     for values, store in _cells(experiment_file, out):
         cell = pd.Series({CELL + axis: value for axis, value in values.items()})
@@ -85,18 +85,16 @@ def convert_tables(tables: Mapping[str, Path], experiment_file: Path, out: Path)
     return added
 
 
+def convert_tables(tables: Mapping[str, Path], experiment_file: Path, out: Path) -> int:
+    """``_convert`` of the flat tables in ``tables`` (table → CSV)."""
+    return _convert({table: pd.read_csv(path) for table, path in tables.items()}, experiment_file, out)
+
+
 def convert(record: Path, experiment_file: Path, out: Path) -> int:
-    """Write every run of the flat ``record`` into the experiment's record in ``out`` (each cell's
-    folder as ``frd run`` writes it: config, parts, manifests); the runs already there stay.
-    Returns how many runs were added."""
+    """``_convert`` of the flat RL ``record``: one CSV, a run a row, its axes unprefixed."""
     runs = pd.read_csv(record)
-    added = 0
-    for values, store in _cells(experiment_file, out):
-        mine = runs[(runs[list(values)] == pd.Series(values)).all(axis=1)]
-        done = store.finished()
-        for _, row in mine[~mine["run_id"].isin(done)].iterrows():
-            store.save_run({"runs": row[RUN_COLUMNS].to_frame().T.infer_objects(),
-                            "provenance": row.reindex(PROVENANCE).to_frame().T})
-            added += 1
-        store.consolidate()
-    return added
+    axes = [axis for axis in read_file(experiment_file)[2] if axis != SKIP_KEY]
+    cell = runs[axes].add_prefix(CELL)
+    return _convert({"runs": pd.concat([cell, runs[RUN_COLUMNS]], axis=1),
+                     "provenance": pd.concat([cell, runs[["run_id"]], runs.reindex(columns=PROVENANCE)], axis=1)},
+                    experiment_file, out)
