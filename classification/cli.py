@@ -45,7 +45,8 @@ def add_experiment_arguments(p: argparse.ArgumentParser, where: str = "") -> Non
     p.add_argument("--download", action="store_true", default=None, help="fetch missing dataset files from the usual mirrors")
     p.add_argument("--partition", choices=list(PARTITIONS), help=f"split over devices (default {d.partition})")
     p.add_argument("--alpha", type=float, metavar="A", help=f"Dirichlet concentration, > 0 (default {d.alpha})")
-    p.add_argument("--min-samples", type=int, help=f"Dirichlet minimum per device (default {d.min_samples})")
+    p.add_argument("--min-samples", type=int,
+                   help="Dirichlet minimum per device (default 10, or 1 where --samples-per-device is below 10)")
     p.add_argument("--minority-labels", type=int, help=f"mix2fld: labels a device barely holds (default {d.minority_labels})")
     p.add_argument("--minority-samples", type=int, help=f"mix2fld: samples of each (default {d.minority_samples})")
     p.add_argument("--shards-per-client", type=int, metavar="S",

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from frd.channel import CHANNELS, check_channel
 from frd.classification.data import DATASETS
 from frd.classification.models import MODELS
-from frd.classification.partitions import PARTITIONS, PartitionSpec
+from frd.classification.partitions import PARTITIONS, PartitionSpec, default_min_samples
 from frd.errors import FrdError
 from frd.options import NoOptions, options_key
 from frd.participation import check_participation, participants
@@ -53,8 +53,9 @@ class ClsConfig:
     """How the pool is split over devices: iid, mix2fld, dirichlet or shards (McMahan et al. 2017)."""
     alpha: float = 0.5
     """Dirichlet concentration α (> 0); smaller is more label skew."""
-    min_samples: int = 10
-    """Dirichlet: redraw until every device holds at least this many samples [NIID-Bench]."""
+    min_samples: int | None = None
+    """Dirichlet: redraw until every device holds at least this many samples; None: 10
+    [NIID-Bench], or 1 where ``samples_per_device`` is below 10 (``partitions.default_min_samples``)."""
     minority_labels: int = 2
     """mix2fld: labels of which a device holds only a few samples [Oh et al. 2020: 2]."""
     minority_samples: int = 2
@@ -121,7 +122,7 @@ class ClsConfig:
         if not 0 < self.test_fraction < 1:
             raise FrdError(f"--test-fraction must be in (0, 1), got {self.test_fraction}")
         for name in ("first_seed", "split_seed", "minority_labels", "minority_samples", "min_samples"):
-            if getattr(self, name) < 0:
+            if (getattr(self, name) or 0) < 0:
                 raise FrdError(f"--{name.replace('_', '-')} must be at least 0, got {getattr(self, name)}")
         if self.samples_per_device is not None and self.samples_per_device < 1:
             raise FrdError(f"--samples-per-device must be at least 1, got {self.samples_per_device}")
@@ -169,6 +170,8 @@ class ClsConfig:
         threads or where the data files are) and the method's resolved options."""
         common = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_IN_RESUME_KEY
                   and not (f.name in ADDED_LATER and getattr(self, f.name) == ADDED_LATER[f.name])}
+        if self.min_samples is None:  # keyed as the minimum it stands for: folders written before None resume
+            common["min_samples"] = default_min_samples(self.samples_per_device)
         return ResumeKey(common, {self.method: options_key(self.options)}, RETIRED)
 
 

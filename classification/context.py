@@ -12,7 +12,7 @@ from torch import nn
 
 from frd.classification.config import ClsConfig
 from frd.classification.data import Dataset
-from frd.classification.devices import BatchStream, DeviceStack
+from frd.classification.devices import BatchStream, DeviceModels
 from frd.classification.models import build_model
 from frd.classification.partitions import PARTITIONS
 from frd.classification.training import LocalLoss, local_sgd
@@ -30,7 +30,7 @@ class RunContext:
     seed: int
     data: Dataset
     parts: list[np.ndarray]
-    devices: DeviceStack
+    devices: DeviceModels
     stream: BatchStream
     training: list[int] = field(default_factory=list)
     """The local devices that train this round (the runner sets it each round: the devices sampled
@@ -49,7 +49,7 @@ class RunContext:
             template = build_model(config.model, config.dataset, data.image_shape, data.classes, config.width)
         local = list(range(config.devices)) if local is None else list(local)
         stream = BatchStream([parts[d] for d in local], [derive_seed(seed, Stream.CLS_BATCHES, d) for d in local])
-        return cls(config, seed, data, parts, DeviceStack(template, local), stream, local)
+        return cls(config, seed, data, parts, DeviceModels(template, local), stream, local)
 
     @property
     def run_id(self) -> str:
@@ -91,6 +91,6 @@ class RunContext:
         """``iterations`` local SGD steps of every device of ``training`` on its own minibatches, as
         one stack of those devices alone; the others' weights and data streams are not touched."""
         rows = self.training_rows
-        part = self.devices.subset(rows)
+        part = self.devices.stack(rows)
         local_sgd(part, self.data, self.stream.take(iterations, self.config.batch_size, rows), self.config.lr, loss_fn)
         self.devices.put_back(part)

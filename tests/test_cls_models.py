@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from frd.classification.devices import BatchStream, DeviceStack
+from frd.classification.devices import BatchStream, DeviceModels, DeviceStack
 from frd.classification.models import MLP, ConvNet, SmallCNN, build_model, count_parameters
 from frd.classification.training import per_device_cross_entropy
 from frd.errors import FrdError
@@ -64,11 +64,37 @@ def test_stacked_sgd_equals_independent_per_device_sgd():
 
 
 def test_flat_round_trip_and_module_copy():
-    stack = DeviceStack(MLP((1, 2, 2), 2, width=3), range(2))
-    vector = np.arange(stack.flat(0).size, dtype=np.float32)
-    stack.load_flat(1, vector)
-    assert np.array_equal(stack.flat(1), vector) and not np.array_equal(stack.flat(0), vector)
-    assert torch.equal(stack.module(1).hidden.bias, torch.tensor([12.0, 13.0, 14.0]))
+    models = DeviceModels(MLP((1, 2, 2), 2, width=3), range(2))
+    vector = np.arange(models.flat(0).size, dtype=np.float32)
+    models.load_flat(1, vector)
+    assert np.array_equal(models.flat(1), vector) and not np.array_equal(models.flat(0), vector)
+    assert torch.equal(models.module(1).hidden.bias, torch.tensor([12.0, 13.0, 14.0]))
+
+
+def test_device_models_share_what_devices_hold_in_common():
+    """Copy-on-write: the initial model and a broadcast are stored once; a device that trains gets
+    its own vector, and training a stack of some devices leaves the others' weights untouched."""
+    template = MLP((1, 2, 2), 2, width=3)
+    models = DeviceModels(template, [5, 6, 7, 8])
+    assert models.stored_vectors() == 1
+    broadcast = np.linspace(-1, 1, models.flat(5).size, dtype=np.float32)
+    for device in (5, 6, 7):
+        models.load_flat(device, broadcast.copy())
+    assert models.stored_vectors() == 2, "one broadcast vector for three devices, the initial one for device 8"
+    part = models.stack([models.row(6), models.row(7)])
+    assert part.ids == [6, 7] and torch.equal(part.flat(0), torch.from_numpy(broadcast))
+    with torch.no_grad():
+        part.params[0][1].add_(1.0)  # device 7 trains
+    models.put_back(part)
+    assert np.array_equal(models.flat(5), broadcast) and np.array_equal(models.flat(6), broadcast)
+    assert models.flat(7)[0] == broadcast[0] + 1.0
+    initial = torch.cat([p.detach().reshape(-1) for p in template.parameters()]).numpy()
+    assert np.array_equal(models.flat(8), initial)
+    minus_zero = np.zeros_like(broadcast)
+    minus_zero[0] = -0.0
+    models.load_flat(5, np.zeros_like(broadcast))
+    models.load_flat(6, minus_zero)
+    assert np.signbit(models.flat(6)[0]) and not np.signbit(models.flat(5)[0]), "shared only when bitwise equal"
 
 
 def test_batch_stream_walks_each_device_through_shuffled_epochs():

@@ -158,3 +158,30 @@ def test_dirichlet_with_min_samples_0_still_leaves_no_device_empty(sizes_per_dra
     """A device with no sample could not train: a draw that leaves one empty is redrawn."""
     parts = dirichlet(LABELS, 50, 8, np.random.default_rng(0), PartitionSpec(alpha=0.2, min_samples=0))
     assert sizes_per_draw[0] == 0 and min(p.size for p in parts) >= 1
+
+
+@pytest.mark.parametrize("samples, least", [(None, 10), (30, 10), (10, 10), (9, 1), (8, 1), (1, 1)])
+def test_dirichlet_default_minimum_is_ten_or_one_below_a_share_of_ten(samples, least):
+    assert partitions.default_min_samples(samples) == least
+
+
+def test_dirichlet_default_minimum_runs_eight_samples_per_device(sizes_per_draw):
+    """Issue 44's cross-device share: 8 per device, where NIID-Bench's 10 cannot be met; no
+    device is left empty."""
+    parts = dirichlet(LABELS, 100, 8, np.random.default_rng(0), PartitionSpec(alpha=0.3))
+    assert sum(p.size for p in parts) == 800 and min(p.size for p in parts) >= 1 and sizes_per_draw[-1] >= 1
+
+
+def test_dirichlet_default_minimum_keeps_ten_where_it_can_be_met():
+    drawn = [dirichlet(LABELS, 10, 30, np.random.default_rng(0), PartitionSpec(alpha=0.1, min_samples=m))
+             for m in (None, 10)]
+    assert all(np.array_equal(a, b) for a, b in zip(*drawn))
+
+
+@pytest.mark.parametrize("samples, keyed", [(None, 10), (12, 10), (8, 1)])
+def test_the_default_minimum_is_keyed_as_the_minimum_it_stands_for(samples, keyed):
+    """Folders written when the default was a plain 10 still resume; a share of 8 keys its 1."""
+    from frd.classification.methods import cls_config
+    key = cls_config(partition="dirichlet", samples_per_device=samples).resume_key()
+    assert key.common["min_samples"] == keyed
+    assert key == cls_config(partition="dirichlet", samples_per_device=samples, min_samples=keyed).resume_key()
