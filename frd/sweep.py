@@ -18,6 +18,7 @@ A rerun of the same experiment into ``OUT`` runs only the runs that are missing.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -36,6 +37,7 @@ from frd.experiment_file import (
     overridden,
     read_file,
     resolve,
+    shown,
     split_inline,
 )
 from frd.report import report
@@ -156,9 +158,28 @@ def claim(experiment: Experiment, out: Path, where: str = "") -> list[tuple[str,
     return configs
 
 
+def chosen_cells(experiment: Experiment, patterns: Sequence[str] | None, where: str = "") -> set[str] | None:
+    """The ids of the cells ``--cells`` picks: those whose name (``axis=value,…`` as a table shows
+    the values) or id matches one of the globs ``patterns`` (None: every cell). A glob that picks
+    no cell is an error, before anything is written."""
+    if not patterns:
+        return None
+    names = {cell.id: ",".join(f"{axis}={shown(value)}" for axis, value in cell.values.items())
+             for cell in experiment.cells()}
+    chosen = set()
+    for pattern in patterns:
+        matched = {i for i, name in names.items() if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(i, pattern)}
+        if not matched:
+            raise FrdError(f"{where}--cells {pattern!r} matches no cell (frd run FILE --print lists them, "
+                           f"e.g. {next(iter(names.values()))!r})")
+        chosen |= matched
+    return chosen
+
+
 def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, progress: bool,
-                         tensorboard: str | None, where: str = "") -> int:
-    """Check every cell, claim ``out``, run each cell's missing runs, then report them all.
+                         tensorboard: str | None, where: str = "", only: set[str] | None = None) -> int:
+    """Check every cell, claim ``out``, run each cell's missing runs (of the cells in ``only``,
+    when given), then report them all.
 
     Processes sharing ``out`` split its cells: each runs the cells no other process holds
     (``LOCKS``), then waits for the others' and runs what they left (a process that died leaves
@@ -166,7 +187,7 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
     domain = get_domain(experiment.domain)
     if tensorboard is not None:
         require_tensorboard()
-    configs = claim(experiment, out, where)
+    configs = [(cell, config) for cell, config in claim(experiment, out, where) if only is None or cell in only]
 
     def run(number: int, cell: str, config: Any, wait: bool) -> bool:
         """Run the cell's missing runs if this process holds it (waiting for it with ``wait``)."""
@@ -215,16 +236,19 @@ def _run(args: argparse.Namespace) -> int:
     where = f"{path.name}: "
     cmd = command(get_domain(domain_name))
     experiment = resolve(cmd, *overridden(cmd, settings, axes, args.overrides), where)
+    only = chosen_cells(experiment, args.cells, where)
     out = Path(args.out) if args.out else Path("results") / path.stem
     if args.print:
         domain = get_domain(domain_name)
-        configs = _checked_configs(experiment, domain, out, where)
+        configs = [(cell, config) for cell, config in _checked_configs(experiment, domain, out, where)
+                   if only is None or cell in only]
         runs = {cell: len(domain.run_ids(config)) for cell, config in configs}
         for cell, count in runs.items():
             print(f"{cell}: {count} runs")
         print(f"{len(runs)} cells, {sum(runs.values())} runs, into {out}/")
         return 0
-    return run_experiment_cells(experiment, out, backend_from_args(args), not args.no_progress, args.tensorboard, where)
+    return run_experiment_cells(experiment, out, backend_from_args(args), not args.no_progress, args.tensorboard, where,
+                                only)
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -238,5 +262,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("experiment", metavar="EXPERIMENT.toml", help="the experiment file")
     add_run_flags(p, "results folder (default results/<file name without .toml>; rerun to resume)")
     p.add_argument("--print", action="store_true", help="show the cells and their runs; run nothing")
+    p.add_argument("--cells", action="append", metavar="GLOB",
+                   help="run only the cells whose name matches GLOB (repeatable; e.g. 'channel=asym. TDMA,*' "
+                        "for axis channel first): the record stays the whole experiment's, a later run "
+                        "without --cells runs the rest, and the report covers every cell that has runs")
     p.set_defaults(run=_run, overrides=[])
     return p

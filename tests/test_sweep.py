@@ -373,6 +373,28 @@ def test_print_lists_the_cells_and_runs_and_writes_nothing(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_cells_runs_the_picked_cells_into_the_whole_record_and_a_plain_rerun_adds_the_rest(sweeps, tmp_path, capsys):
+    path = _write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10]\n", "grid.toml")
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--cells", "nothing*", "--out", str(out)]) == 2
+    assert "--cells 'nothing*' matches no cell" in capsys.readouterr().err and not out.exists()
+    assert main(["run", str(path), "--print", "--cells", "grid=1*", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["grid=10: 2 runs", f"1 cells, 2 runs, into {out}/"]
+    assert main(["run", str(path), "--cells", "grid=1*", "--out", str(out), "--no-progress"]) == 0
+    assert (out / "experiment.toml").read_text() == (sweeps / "file" / "experiment.toml").read_text()
+    assert sorted(p.name for p in (out / "cells").iterdir()) == ["grid=10"]
+    assert "grid=5 has no runs yet" in capsys.readouterr().err  # the report names what is missing
+    assert pd.read_csv(out / "summary.csv")["grid"].tolist() == [10]
+    ten = sorted((out / "cells" / "grid=10").glob("parts/*/*"))
+    before = {p: p.stat().st_mtime_ns for p in ten}
+    assert main(["run", str(path), "--out", str(out), "--no-progress"]) == 0  # the rest, nothing twice
+    assert {p: p.stat().st_mtime_ns for p in ten} == before
+    for table in TABLES:
+        pd.testing.assert_frame_equal(_table(out / "cells" / "grid=5" / f"{table}.csv"),
+                                      _table(sweeps / "file" / "cells" / "grid=5" / f"{table}.csv"), check_exact=True)
+    pd.testing.assert_frame_equal(_table(out / "summary.csv"), _table(sweeps / "file" / "summary.csv"), check_exact=True)
+
+
 # ---- across method cells ----
 
 def _found(method: str, agents: int, episodes: list[int], seeds: list[int]) -> Summarised:
