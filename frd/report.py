@@ -234,6 +234,12 @@ def _series(frame: pd.DataFrame, keys: Sequence[str], styles: _Styles) -> list[t
     return [(label, style, rows) for _, label, style, rows in groups]
 
 
+LEGEND_LINE_IN = 0.17
+"""Height of one legend entry at font size 8, in inches: a figure with many series grows to hold them."""
+TICK_CHARS = 36
+"""Characters of category names that fit side by side under one panel; more are slanted."""
+
+
 def _against_axis(summary: pd.DataFrame, x_name: str, keys: Sequence[str], metrics: Sequence[Metric],
                   styles: _Styles) -> Figure:
     """Each metric against the column ``x_name``: points with their interval, one series per value
@@ -244,7 +250,8 @@ def _against_axis(summary: pd.DataFrame, x_name: str, keys: Sequence[str], metri
     if x_name == "method":
         categories.sort(key=styles.order)
     series = _series(summary, [k for k in keys if k != x_name], styles)
-    figure = Figure(figsize=(4.6 * len(metrics) + 2.2, 3.8), layout="constrained")
+    height = max(3.8, LEGEND_LINE_IN * len(series) + 0.8)  # the legend beside the panels fits in it
+    figure = Figure(figsize=(4.6 * len(metrics) + 2.2, height), layout="constrained")
     for ax, metric in zip(np.atleast_1d(figure.subplots(1, len(metrics))), metrics):
         scale = 100 if metric.percent else 1
         hidden, highest = [], 0.0
@@ -273,7 +280,9 @@ def _against_axis(summary: pd.DataFrame, x_name: str, keys: Sequence[str], metri
         if numeric:
             ax.set_xticks(sorted(set(summary[x_name].astype(float))))
         else:
-            ax.set_xticks(range(len(categories)), [shown(c) for c in categories])
+            names = [shown(c) for c in categories]
+            crowded = sum(map(len, names)) > TICK_CHARS  # names that would run into each other lie slanted
+            ax.set_xticks(range(len(categories)), names, rotation=30 if crowded else 0, ha="right" if crowded else "center")
         ax.set(xlabel=x_name.removeprefix("sweep_"), title=metric.label,
                ylabel=metric.label + (" (%)" if metric.percent and "%" not in metric.label else ""))
         ax.grid(alpha=0.3)
