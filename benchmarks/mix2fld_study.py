@@ -1,6 +1,7 @@
 """The Mix2FLD letter's study [Oh et al. 2020, Fig. 2 and Tables II–III], reproduced on MNIST.
 
-    python -m benchmarks.mix2fld_study [--backend ray|local] [--groups 2] [--seeds 1] [--scale cpu|paper]
+    frd run benchmarks/experiments/mix2fld.toml --out results/mix2fld     # part a (resumable)
+    python -m benchmarks.mix2fld_study [--work results/mix2fld] [--out benchmarks/results] [--flatten | --convert]
 
 a. 10 devices × 500 MNIST samples (the shared test set split 80/20 into pool and test), IID and
    the letter's non-IID split, asymmetric and symmetric wireless channels (classification/README.md) under both
@@ -10,27 +11,28 @@ a. 10 devices × 500 MNIST samples (the shared test set split 80/20 into pool an
    whose large uploads (weights; 50 seed samples) are the ones the readings can lose. Reference
    device 0's accuracy after local training (the letter's reading) and after the download, vs
    time (measured compute + channel time), uplink payload and its ratio to FL's, failed uploads.
-   ``--cells`` / ``--labels`` run part of the grid (the summary covers what has finished).
+   The grid is the experiment file; ``frd run --cells`` runs part of it.
 b. Sample privacy of Mixup (one device) and Mix2up (two devices) over γ (the γ = 0 row is a raw
    upload: distance 0, log = −inf).
 c. The channel alone, over P_up ∈ {10, …, 40} dBm and both access readings: slots and failure
    rate of one FL upload (the model's weights), one FD / Mix2FLD upload (10 × 10 outputs) and
    one seed-sample upload (n_mix = 50), 2,000 draws each.
 
-Scale ``cpu`` (default) is ``frd cls``'s: 16 rounds × 100 local iterations (K = 1,600, paper
-6,400) and K_s = 800 server iterations per round (paper 3,200); everything else is the paper's
-(η = 0.01, β = 0.01, server step ε = 0.05, batch 10, γ = 0.2 [our choice]). ``paper`` uses 16 × 400
-and 3,200 (hours on a CPU).
+The file's scale is ``frd cls``'s: 16 rounds × 100 local iterations (K = 1,600, paper 6,400) and
+K_s = 800 server iterations per round (paper 3,200); everything else is the paper's (η = 0.01,
+β = 0.01, server step ε = 0.05, batch 10, γ = 0.2 [our choice]).
 
-Raw runs go to ``--work`` (resumable); CSV summaries and PNGs to ``--out`` (prefix ``mix2fld_``).
+This script runs parts b and c and turns part a's record into the study's ``mix2fld_*`` CSVs and
+PNGs in ``--out``. ``--flatten`` also writes the record's runs, rounds, ledger and provenance
+tables as ``mix2fld_record_<table>.csv`` (committed, ``benchmarks.records``); ``--convert`` first
+turns those back into the experiment's record under ``--work``, so that the committed tables and
+figures are redrawn without running anything.
 """
 from __future__ import annotations
 
 import argparse
 import itertools
-import time
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -38,105 +40,51 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import torch  # noqa: E402
 
-from frd.backends import Backend, add_backend_arguments, backend_from_args  # noqa: E402
+from benchmarks.records import CELL, convert_tables, flatten_tables  # noqa: E402
 from frd.channel import ACCESS, make_wireless  # noqa: E402
 from frd.classification.config import ClsConfig  # noqa: E402
 from frd.classification.context import RunContext  # noqa: E402
 from frd.classification.data import load_dataset  # noqa: E402
-from frd.classification.methods import cls_config, study_config  # noqa: E402
+from frd.classification.methods import cls_config  # noqa: E402
 from frd.classification.privacy import PRIVACY_GAMMAS, privacy_table  # noqa: E402
-from frd.classification.runs import RUNS  # noqa: E402
-from frd.errors import FrdError  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
-from frd.results import ResultStore, run_id  # noqa: E402
 
+EXPERIMENT = Path("benchmarks/experiments/mix2fld.toml")
+TABLES = ("runs", "rounds", "ledger", "provenance")
+"""The record's tables the flat record keeps."""
+KEYS = ["partition", "channel", "label"]
+"""A cell of part a: the file's axes, the partition by its display name."""
 PARTITIONS = {"iid": "IID", "mix2fld": "non-IID"}
-CHANNELS = {"asym. FDMA": ("wireless-asymmetric", {}), "sym. FDMA": ("wireless-symmetric", {}),
-            "asym. TDMA": ("wireless-asymmetric", {"access": "tdma"}),
-            "sym. TDMA": ("wireless-symmetric", {"access": "tdma"})}
-"""Channel cells by label: (channel name, options), the letter's asymmetric (23 dBm up) and
-symmetric (40 dBm) links under both uplink-access readings of the channel model (classification/README.md).
-The first cell runs every
-method; the others the methods whose uploads the reading can change (CHANNEL_LABELS)."""
+CHANNELS = ("asym. FDMA", "sym. FDMA", "asym. TDMA", "sym. TDMA")
+"""The file's channel cells: the letter's asymmetric (23 dBm up) and symmetric (40 dBm) links
+under both uplink-access readings of the channel model (classification/README.md)."""
 FULL_CELL = "asym. FDMA"
-CHANNEL_LABELS = ("FL", "Mix2FLD (50,100)")
-SEED_CONFIGS = ((10, 10), (10, 20), (50, 50), (50, 100))
-SCALES = {"cpu": dict(rounds=16, iterations_per_round=100, server_iterations=800),
-          "paper": dict(iterations_per_round=400, server_iterations=3200)}
-"""``cpu`` is ``frd cls``'s default scale (16 × 100 local iterations, K_s = 800); ``paper`` the letter's."""
+"""The channel cell that runs every method."""
 P_UP_DBM = (10, 13, 15, 18, 20, 23, 30, 40)
 CONVERGED = 0.95
 """Convergence time: the first time the reference accuracy reaches this share of its final value."""
 
 
-def grid(base: dict[str, Any]) -> list[tuple[str, str, ClsConfig]]:
-    """(label, channel cell, config) of every run of part a."""
-    runs = []
-    for tag, (channel, options) in CHANNELS.items():
-        for partition in PARTITIONS:
-            cell = dict(base, partition=partition, channel=channel, channel_options=dict(options))
-            cell_runs = [(name.upper(), study_config(name, True, **cell)) for name in ("fl", "fd", "fld")]
-            cell_runs += [(f"MixFLD ({m})", study_config("mixfld", True, **cell, n_mix=m))
-                          for m in sorted({m for m, _ in SEED_CONFIGS})]
-            cell_runs += [(f"Mix2FLD ({m},{i})", study_config("mix2fld", True, **cell, n_mix=m, n_inv=i))
-                          for m, i in SEED_CONFIGS]
-            runs += [(label, tag, c) for label, c in cell_runs if tag == FULL_CELL or label in CHANNEL_LABELS]
-    return runs
+def record_tables(work: Path, flatten_to: Path | None) -> tuple[pd.DataFrame, ...]:
+    """Part a's runs, rounds and ledger tables, each row tagged with its cell (``KEYS``; the
+    partition by its display name); with ``flatten_to``, its flat record is written there first."""
+    flat = flatten_tables(EXPERIMENT, work, TABLES)
+    if flatten_to is not None:
+        for table, frame in flat.items():
+            frame.to_csv(flatten_to / f"mix2fld_record_{table}.csv", index=False)
+    cells = {f"{CELL}{key}": key for key in KEYS}
+    return tuple(flat[table].drop(columns="partition", errors="ignore").rename(columns=cells)
+                 .assign(partition=lambda f: f["partition"].map(PARTITIONS)) for table in TABLES[:3])
 
 
-Job = tuple[str, str, ClsConfig, Path]
-"""(method label, channel cell, config, raw-run folder)."""
-
-
-def folder(work: Path, cell: str, config: ClsConfig) -> Path:
-    seeds = f"{getattr(config.options, 'n_mix', None)}-{getattr(config.options, 'n_inv', None)}"
-    scale = f"{config.rounds}x{config.iterations_per_round}"
-    return work / f"{config.method}-{config.partition}-{cell.replace(' ', '').replace('.', '')}-{seeds}-{scale}"
-
-
-def run_grid(jobs: list[Job], backend: Backend) -> list[float]:
-    """Every unfinished seed of every job on ``backend`` (one dataset, loaded once), each run saved
-    in its job's folder as it finishes; returns each job's measured compute seconds."""
-    stores = [ResultStore(out, backend.record(config), config.resume_key()) for _, _, config, out in jobs]
-    work = [(j, config, seed) for j, ((_, _, config, _), store) in enumerate(zip(jobs, stores))
-            for seed in range(config.seeds) if run_id(config.method, seed) not in store.finished()]
-    seconds = [0.0] * len(jobs)
-    if not work:
-        return seconds
-    sources = {(c.dataset, c.data_dir, c.download, c.test_fraction, c.split_seed) for _, c, _ in work}
-    assert len(sources) == 1, "the grid shares one dataset"
-    dataset, data_dir, download, test_fraction, split_seed = sources.pop()
-    data = load_dataset(dataset, data_dir, download=download, test_fraction=test_fraction, split_seed=split_seed)
-    torch.set_num_threads(work[0][1].threads)  # local backend; Ray tasks set their own
-    try:
-        for i, tables in backend.execute(RUNS, data, [(config, seed) for _, config, seed in work]):
-            j = work[i][0]
-            stores[j].save_run(tables)
-            seconds[j] += float(tables["runs"]["compute_s"].sum())
-            label, cell, config, _ = jobs[j]
-            print(f"{label:>18} {config.partition:>8} {cell:>13} seed {work[i][2]}: "
-                  f"{tables['runs']['compute_s'].sum():6.1f} s", flush=True)
-    finally:
-        for store in stores:
-            store.consolidate()  # also after Ctrl-C: rerun to resume
-    return seconds
-
-
-def collect(jobs: list[Job]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Runs and rounds of every job, labelled; rounds gain the cumulative time axis."""
-    runs, rounds = [], []
-    for label, cell, config, out in jobs:
-        tag = dict(label=label, partition=PARTITIONS[config.partition], channel=cell,
-                   n_mix=getattr(config.options, "n_mix", None), n_inv=getattr(config.options, "n_inv", None))
-        runs.append(pd.read_csv(out / "runs.csv").assign(**tag))
-        r = pd.read_csv(out / "rounds.csv")
-        r = r[r["device"] == config.reference_device]
-        r = r.assign(step=r["phase"].map({"local": 0, "exchanged": 1})).sort_values(["seed", "round", "step"])
-        r["time_s"] = (r["compute_s"] + r["comm_s"]).groupby(r["seed"]).cumsum()
-        rounds.append(r.assign(**tag))
-    return pd.concat(runs, ignore_index=True), pd.concat(rounds, ignore_index=True)
+def reference_curves(rounds: pd.DataFrame) -> pd.DataFrame:
+    """The reference device's rounds (``ClsConfig.reference_device``; the record keeps each run's
+    rounds in order) with the cumulative time axis: measured compute plus channel time."""
+    r = rounds[rounds["device"] == ClsConfig.reference_device]
+    r = r.assign(step=r["phase"].map({"local": 0, "exchanged": 1}))
+    r["time_s"] = (r["compute_s"] + r["comm_s"]).groupby([r[k] for k in [*KEYS, "seed"]]).cumsum()
+    return r.reset_index(drop=True)
 
 
 def summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger_uplink: pd.DataFrame) -> pd.DataFrame:
@@ -146,12 +94,11 @@ def summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger_uplink: pd.DataFram
         final = group["accuracy"].iloc[-1]
         return float(group.loc[group["accuracy"] >= CONVERGED * final, "time_s"].iloc[0])
 
-    conv = rounds.groupby(["partition", "channel", "label", "seed"]).apply(converged, include_groups=False)
-    runs = runs.merge(conv.rename("convergence_s").reset_index(), on=["partition", "channel", "label", "seed"])
-    runs = runs.merge(ledger_uplink, on=["partition", "channel", "label", "seed"])
+    conv = rounds.groupby([*KEYS, "seed"]).apply(converged, include_groups=False)
+    runs = runs.merge(conv.rename("convergence_s").reset_index(), on=[*KEYS, "seed"])
+    runs = runs.merge(ledger_uplink, on=[*KEYS, "run_id"])
     runs["total_s"] = runs["compute_s"] + runs["comm_s"]
-    keys = ["partition", "channel", "label"]
-    table = runs.groupby(keys, sort=False).agg(
+    table = runs.groupby(KEYS, sort=False).agg(
         seeds=("seed", "size"), local_accuracy=("local_accuracy", "median"),
         local_min=("local_accuracy", "min"), local_max=("local_accuracy", "max"),
         accuracy=("accuracy", "median"), convergence_s=("convergence_s", "median"),
@@ -165,20 +112,16 @@ def summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger_uplink: pd.DataFram
     return table
 
 
-def uplink_of(jobs: list[Job]) -> pd.DataFrame:
+def uplink_of(ledger: pd.DataFrame) -> pd.DataFrame:
     """Per run, from its ledger: uplink bits per device and training round, the one-off seed-sample
     bits (round 0) and the number of failed uploads."""
-    rows = []
-    for label, cell, config, out in jobs:
-        ledger = pd.read_csv(out / "ledger.csv")
-        up = ledger[ledger["direction"] == "up"]
-        for rid, part in up.groupby("run_id"):
-            seed = int(str(rid).rsplit("seed", 1)[1])
-            rows.append(dict(partition=PARTITIONS[config.partition], channel=cell, label=label,
-                             seed=seed, bits_up_per_round=part.loc[part["round"] >= 1, "bits"].mean(),
-                             seed_bits=part.loc[part["round"] == 0, "bits"].sum(),
-                             failed_up=int((~part["delivered"].astype(bool)).sum())))
-    return pd.DataFrame(rows)
+    up = ledger[ledger["direction"] == "up"]
+    training = up["round"] >= 1
+    up = up.assign(training_bits=up["bits"].where(training), seed_bits=up["bits"].where(~training, 0),
+                   failed_up=~up["delivered"].astype(bool))
+    return up.groupby([*KEYS, "run_id"], sort=False).agg(
+        bits_up_per_round=("training_bits", "mean"), seed_bits=("seed_bits", "sum"),
+        failed_up=("failed_up", "sum")).reset_index()
 
 
 def plot_accuracy(rounds: pd.DataFrame, path: Path) -> None:
@@ -201,15 +144,15 @@ def plot_accuracy(rounds: pd.DataFrame, path: Path) -> None:
 
 
 def plot_payload(table: pd.DataFrame, path: Path) -> None:
-    """Uplink bits per device and round vs final accuracy (asymmetric channel)."""
+    """Total uplink bits vs final accuracy of every method (the asymmetric FDMA cell)."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, (partition, cell) in zip(axes, table[table["channel"] == "asymmetric"].groupby("partition", sort=False)):
+    for ax, (partition, cell) in zip(axes, table[table["channel"] == FULL_CELL].groupby("partition", sort=False)):
         for _, row in cell.iterrows():
             ax.scatter(row["bits_up"], row["accuracy"])
             ax.annotate(row["label"], (row["bits_up"], row["accuracy"]), fontsize=7, xytext=(3, 3),
                         textcoords="offset points")
         ax.set(xscale="log", xlabel="total uplink bits of the run (incl. seed samples)",
-               ylabel="final accuracy, reference device", title=f"{partition}, asymmetric channel")
+               ylabel="final accuracy, reference device", title=f"{partition}, {FULL_CELL} channel")
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -248,50 +191,28 @@ def channel_sweep(parameters: int, out: Path, draws: int = 2000) -> pd.DataFrame
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=1)
-    parser.add_argument("--scale", choices=list(SCALES), default="cpu")
-    add_backend_arguments(parser, default="ray")  # ray: runs in parallel over the cores, one torch thread each
-    parser.add_argument("--workers", dest="groups", type=int, help=argparse.SUPPRESS)  # the old name of --groups
-    parser.add_argument("--data-dir", help="MNIST IDX files (default: as frd cls --data-dir)")
-    parser.add_argument("--work", default="results/mix2fld_study", help="raw runs (resumable)")
-    parser.add_argument("--out", default="benchmarks/results", help="CSV summaries and PNGs")
-    parser.add_argument("--cells", nargs="+", choices=list(CHANNELS), help="run only these channel cells")
-    parser.add_argument("--labels", nargs="+", help="run only these methods, e.g. FL 'Mix2FLD (50,100)'")
-    parser.add_argument("--finished-only", action="store_true",
-                        help="run nothing; summarise the runs already finished in --work")
+    parser.add_argument("--work", type=Path, default=Path("results/mix2fld"), help="the experiment's folder")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--data-dir", help="MNIST IDX files for part b (default: as frd cls --data-dir)")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--flatten", action="store_true", help="also write the flat record into --out")
+    what.add_argument("--convert", action="store_true",
+                      help="first turn the flat record in --out into the experiment's record in --work")
     args = parser.parse_args()
-    out, work = Path(args.out), Path(args.work)
-    out.mkdir(parents=True, exist_ok=True)
-
-    base = dict(seeds=args.seeds, data_dir=args.data_dir, **SCALES[args.scale])
-    jobs = [(label, cell, config, folder(work, cell, config)) for label, cell, config in grid(base)
-            if (args.cells is None or cell in args.cells) and (args.labels is None or label in args.labels)]
-    if args.finished_only:
-        jobs = [job for job in jobs if (job[3] / "runs.csv").exists()]
-        if not jobs:
-            parser.error(f"no finished runs in {work}")
-    else:
-        started = time.perf_counter()
-        try:
-            backend = backend_from_args(args)
-        except FrdError as exc:
-            parser.error(str(exc))
-        timings = pd.DataFrame([dict(label=label, partition=c.partition, channel=cell, seconds=s)  # compute s
-                                for (label, cell, c, _), s in zip(jobs, run_grid(jobs, backend))])
-        timings.to_csv(out / "mix2fld_timings.csv", index=False)
-        print(f"grid: {time.perf_counter() - started:.0f} s wall-clock on backend {backend.name}")
-
-    runs, rounds = collect(jobs)
-    table = summary(runs, rounds, uplink_of(jobs))
-    table.to_csv(out / "mix2fld_summary.csv", index=False)
-    rounds[["partition", "channel", "label", "seed", "round", "time_s", "comm_s", "accuracy"]].to_csv(
-        out / "mix2fld_curves.csv", index=False)
-    plot_accuracy(rounds, out / "mix2fld_accuracy.png")
-    plot_payload(table, out / "mix2fld_payload.png")
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.convert:
+        added = convert_tables({t: args.out / f"mix2fld_record_{t}.csv" for t in TABLES}, EXPERIMENT, args.work)
+        print(f"{added} runs converted into {args.work}")
+    runs, rounds, ledger = record_tables(args.work, args.out if args.flatten else None)
+    curves = reference_curves(rounds)
+    table = summary(runs, curves, uplink_of(ledger))
+    table.to_csv(args.out / "mix2fld_summary.csv", index=False)
+    curves[[*KEYS, "seed", "round", "time_s", "comm_s", "accuracy"]].to_csv(args.out / "mix2fld_curves.csv", index=False)
+    plot_accuracy(curves, args.out / "mix2fld_accuracy.png")
+    plot_payload(table, args.out / "mix2fld_payload.png")
     print(table.to_string(index=False))
-    print(privacy(args.data_dir, out, 0).to_string(index=False))
-    parameters = int(runs["parameters"].iloc[0])
-    print(channel_sweep(parameters, out).to_string(index=False))
+    print(privacy(args.data_dir, args.out, 0).to_string(index=False))
+    print(channel_sweep(int(runs["parameters"].iloc[0]), args.out).to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -343,25 +343,6 @@ def test_classification_on_the_cluster_matches_local(tmp_path, cluster):
     assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 3
 
 
-def test_mix2fld_study_grid_runs_through_the_seam(tmp_path, cluster):
-    """The study's grid (its own process pool before) on Ray = on the local backend."""
-    from benchmarks.mix2fld_study import run_grid
-    from frd.classification.methods import cls_config
-
-    tiny = dict(dataset="digits", rounds=1, iterations_per_round=2, devices=3, seeds=2)
-    configs = {"FL": cls_config("fl", **tiny), "FD": cls_config("fd", **tiny)}
-    for name, backend in (("local", Backend()), ("ray", Backend("ray", address=cluster, groups=2))):
-        jobs = [(label, "ideal", config, tmp_path / name / label) for label, config in configs.items()]
-        seconds = run_grid(jobs, backend)
-        assert len(seconds) == 2 and all(s > 0 for s in seconds)
-        assert run_grid(jobs, backend) == [0.0, 0.0]  # finished: nothing reruns
-    for label in configs:
-        for table in ("runs", "rounds", "ledger"):
-            local, on_ray = (pd.read_csv(tmp_path / d / label / f"{table}.csv").drop(columns="compute_s", errors="ignore")
-                             for d in ("local", "ray"))
-            pd.testing.assert_frame_equal(local, on_ray, obj=f"{label} {table}")
-
-
 def test_a_toy_domain_runs_on_the_cluster_as_locally(tmp_path, cluster, monkeypatch):
     """A domain the core has never heard of (``toy_domain``, registered by one line) runs its
     groups as Ray tasks through the same ``Backend.execute``: the tables of a local run."""

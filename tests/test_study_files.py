@@ -68,10 +68,26 @@ def test_the_sharing_and_seed_files_build_the_studys_configs(tmp_path):
     assert grid[(30,)] == replace(RLConfig(seeds=20), methods=("frd",), options={"frd": FRDOptions(grid=30)})
 
 
+MIX2FLD_LABELS = {"FL": ("fl", {}), "FD": ("fd", {}), "FLD": ("fld", {}), "MixFLD (10)": ("mixfld", dict(n_mix=10)),
+                  "MixFLD (50)": ("mixfld", dict(n_mix=50)), **{f"Mix2FLD ({m},{i})": ("mix2fld", dict(n_mix=m, n_inv=i))
+                                                            for m, i in ((10, 10), (10, 20), (50, 50), (50, 100))}}
+MIX2FLD_CHANNELS = {"asym. FDMA": ("wireless-asymmetric", {}), "sym. FDMA": ("wireless-symmetric", {}),
+                    "asym. TDMA": ("wireless-asymmetric", {"access": "tdma"}),
+                    "sym. TDMA": ("wireless-symmetric", {"access": "tdma"})}
+"""The Mix2FLD study's part a as its report states it: every method in the asymmetric FDMA cell,
+FL and Mix2FLD (50, 100) in the other three, at ``frd cls``'s paper-faithful CPU scale."""
+
+
 def test_the_mix2fld_file_builds_the_studys_part_a_configs(mnist, tmp_path):
-    from benchmarks.mix2fld_study import SCALES, grid
+    from frd.classification.methods import study_config
 
     configs = _configs("mix2fld.toml", tmp_path)
-    study = {(cell, config.partition, label): config
-             for label, cell, config in grid(dict(seeds=3, data_dir=None, **SCALES["cpu"]))}
-    assert configs == study and len(configs) == 30
+    expected = {}
+    for cell, (channel, channel_options) in MIX2FLD_CHANNELS.items():
+        for partition in ("iid", "mix2fld"):
+            for label, (name, options) in MIX2FLD_LABELS.items():
+                if cell == "asym. FDMA" or label in ("FL", "Mix2FLD (50,100)"):
+                    expected[(cell, partition, label)] = study_config(
+                        name, True, partition=partition, channel=channel, channel_options=channel_options, seeds=3,
+                        data_dir=None, rounds=16, iterations_per_round=100, server_iterations=800, **options)
+    assert configs == expected and len(configs) == 30
