@@ -24,7 +24,7 @@ K_s = 800 server iterations per round (paper 3,200); everything else is the pape
 
 This script runs parts b and c and turns part a's record into the study's ``mix2fld_*`` CSVs and
 PNGs in ``--out``. ``--flatten`` also writes the record's runs, rounds, ledger and provenance
-tables as ``mix2fld_record_<table>.csv`` (committed, ``benchmarks.records``); ``--convert`` first
+tables as ``mix2fld_record_<table>.csv.gz`` (committed, compressed, ``benchmarks.records``); ``--convert`` first
 turns those back into the experiment's record under ``--work``, so that the committed tables and
 figures are redrawn without running anything.
 """
@@ -41,7 +41,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.records import CELL, convert_tables, flatten_tables  # noqa: E402
+from benchmarks.records import CELL, convert_tables, flatten_tables, write_compressed  # noqa: E402
 from frd.channel import ACCESS, make_wireless  # noqa: E402
 from frd.classification.config import ClsConfig  # noqa: E402
 from frd.classification.context import RunContext  # noqa: E402
@@ -53,6 +53,8 @@ from frd.payload import FLOAT_BITS  # noqa: E402
 EXPERIMENT = Path("benchmarks/experiments/mix2fld.toml")
 TABLES = ("runs", "rounds", "ledger", "provenance")
 """The record's tables the flat record keeps."""
+RECORD = "mix2fld_record_{}.csv.gz"
+"""A flat record table's file in ``--out`` (compressed: the ledger alone is 2.3 MB as text)."""
 KEYS = ["partition", "channel", "label"]
 """A cell of part a: the file's axes, the partition by its display name."""
 PARTITIONS = {"iid": "IID", "mix2fld": "non-IID"}
@@ -72,7 +74,7 @@ def record_tables(work: Path, flatten_to: Path | None) -> tuple[pd.DataFrame, ..
     flat = flatten_tables(EXPERIMENT, work, TABLES)
     if flatten_to is not None:
         for table, frame in flat.items():
-            frame.to_csv(flatten_to / f"mix2fld_record_{table}.csv", index=False)
+            write_compressed(frame, flatten_to / RECORD.format(table))
     cells = {f"{CELL}{key}": key for key in KEYS}
     return tuple(flat[table].drop(columns="partition", errors="ignore").rename(columns=cells)
                  .assign(partition=lambda f: f["partition"].map(PARTITIONS)) for table in TABLES[:3])
@@ -201,7 +203,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.convert:
-        added = convert_tables({t: args.out / f"mix2fld_record_{t}.csv" for t in TABLES}, EXPERIMENT, args.work)
+        added = convert_tables({t: args.out / RECORD.format(t) for t in TABLES}, EXPERIMENT, args.work)
         print(f"{added} runs converted into {args.work}")
     runs, rounds, ledger = record_tables(args.work, args.out if args.flatten else None)
     curves = reference_curves(rounds)

@@ -12,6 +12,7 @@ share its name with a column, e.g. a ``method`` axis of bundles) (``flatten_tabl
 """
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -32,6 +33,13 @@ CELL = "cell."
 PROVENANCE = ["python", "frd", "torch", "numba", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn",
               "code", "cpu"]
 """Where a run computed (``provenance.csv``): package versions, code hash, CPU."""
+
+
+def write_compressed(frame: pd.DataFrame, path: Path) -> None:
+    """``frame`` as a gzip-compressed CSV (``pd.read_csv`` reads it back) with no time or name in
+    its header, so the same table always gives the same bytes: a large flat record stays small in
+    git and a rewrite changes nothing."""
+    path.write_bytes(gzip.compress(frame.to_csv(index=False).encode(), mtime=0))
 
 
 def _cells(experiment_file: Path, out: Path) -> list[tuple[dict[str, object], ResultStore]]:
