@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from benchmarks.records import CELL, flatten_tables  # noqa: E402
+from benchmarks.sharing_study import interval_verdict  # noqa: E402
 from frd.experiment_file import read_file  # noqa: E402
 from frd.rl.config import RLConfig  # noqa: E402
 from frd.rl.mission import default_target  # noqa: E402
@@ -92,10 +93,11 @@ def summary(agents: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdict(row: pd.Series) -> str:
-    """helps / hurts when P's interval lies above / below one half, else no clear difference."""
+    """The sharing study's ``interval_verdict`` of P's interval, in words ("" for the baseline)."""
     if row["variant"] == BASELINE or np.isnan(row["p_lo"]):
         return ""
-    return "helps" if row["p_lo"] > 0.5 else "hurts" if row["p_hi"] < 0.5 else "no clear difference"
+    shown = interval_verdict(row["p_lo"], row["p_hi"])
+    return "no clear difference" if shown == "–" else shown
 
 
 def markdown(table: pd.DataFrame) -> str:
