@@ -222,8 +222,8 @@ class ResumeKey:
     common: Mapping[str, Any]
     methods: Mapping[str, Mapping[str, Any]]
     retired: tuple[str, ...] = ()
-    """Common fields a folder written before may hold that no longer enter the key (their value is
-    now a name in ``methods``): left out of the saved key when comparing, so that folder resumes."""
+    """Common fields a folder written before may hold that no longer enter the key (e.g. a value
+    that is now a name in ``methods``): left out of the saved key when comparing, so that folder resumes."""
 
     def jsonable(self) -> dict[str, Any]:
         return json.loads(json.dumps({"common": dict(self.common), "methods": dict(self.methods)}, default=str))
@@ -238,7 +238,7 @@ class ResultStore:
         self._noticed: set[str] = set()
         key = resume_key.jsonable()
         config_path = self.out / "config.json"
-        old = self._saved_key(config_path)
+        old, saved_config = self._saved(config_path)
         if old is not None:
             old["common"] = {k: v for k, v in old["common"].items() if k not in resume_key.retired}
             changed = differences(old, key)
@@ -247,8 +247,8 @@ class ResultStore:
                 raise FrdError(f"{self.out} holds results of a different experiment ({shown}); "
                                "use another --out or delete that folder")
             key["methods"] = {**old["methods"], **key["methods"]}
-            if key == old:
-                return
+            if key == old and saved_config == json.loads(json.dumps(_jsonable(config), default=str)):
+                return  # else the config (its seeds, say) is recorded as this command resolved it
         if not self.out.is_dir() and self.out.exists():
             raise FrdError(f"cannot create output folder {self.out}: it is a file; choose another --out")
         atomic_write_text(config_path, json.dumps(
@@ -262,10 +262,11 @@ class ResultStore:
         store.out, store._noticed = Path(out_dir), set()
         return store
 
-    def _saved_key(self, path: Path) -> dict[str, Any] | None:
-        """The resume key ``config.json`` holds, if there is one; a damaged or foreign one is refused."""
+    def _saved(self, path: Path) -> tuple[dict[str, Any] | None, Any]:
+        """The resume key and config ``config.json`` holds, if there is one; a damaged or foreign
+        one is refused."""
         if not path.exists():
-            return None
+            return None, None
         try:
             saved = json.loads(path.read_text())
         except (OSError, ValueError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError
@@ -279,7 +280,7 @@ class ResultStore:
                 or not isinstance(old["methods"], dict) or not all(isinstance(o, dict) for o in old["methods"].values()):
             raise FrdError(f"{self.out} was written by an older frd whose results are not comparable; "
                            "use another --out")
-        return old
+        return old, saved["config"]
 
     def path(self, table: str) -> Path:
         return self.out / f"{table}.csv"

@@ -21,6 +21,7 @@ import argparse
 import fnmatch
 import sys
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
@@ -176,10 +177,24 @@ def chosen_cells(experiment: Experiment, patterns: Sequence[str] | None, where: 
     return chosen
 
 
+def seed_passes(config: Any, per_pass: int | None) -> list[Any]:
+    """``config`` cut into passes of ``per_pass`` seeds each (first_seed … first_seed+per_pass−1,
+    then the next), the whole ``config`` last; just ``config`` without ``per_pass``. Seeds are not
+    in a cell's resume key, so each pass adds its runs to the same cell folder."""
+    if per_pass is None or per_pass >= config.seeds:
+        return [config]
+    end = config.first_seed + config.seeds
+    return [*(replace(config, first_seed=start, seeds=min(per_pass, end - start))
+              for start in range(config.first_seed, end, per_pass)), config]
+
+
 def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, progress: bool,
-                         tensorboard: str | None, where: str = "", only: set[str] | None = None) -> int:
+                         tensorboard: str | None, where: str = "", only: set[str] | None = None,
+                         per_pass: int | None = None) -> int:
     """Check every cell, claim ``out``, run each cell's missing runs (of the cells in ``only``,
-    when given), then report them all.
+    when given), then report them all. With ``per_pass``, every cell's first ``per_pass`` seeds
+    run before any cell's next ones (``seed_passes``), so that an experiment stopped early has
+    its runs spread evenly over the cells [our choice: for studies larger than the time at hand].
 
     Processes sharing ``out`` split its cells: each runs the cells no other process holds
     (``LOCKS``), then waits for the others' and runs what they left (a process that died leaves
@@ -187,26 +202,34 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
     domain = get_domain(experiment.domain)
     if tensorboard is not None:
         require_tensorboard()
-    configs = [(cell, config) for cell, config in claim(experiment, out, where) if only is None or cell in only]
+    configs = [(cell, seed_passes(config, per_pass)) for cell, config in claim(experiment, out, where)
+               if only is None or cell in only]
 
-    def run(number: int, cell: str, config: Any, wait: bool) -> bool:
-        """Run the cell's missing runs if this process holds it (waiting for it with ``wait``)."""
+    def run(number: int, cell: str, config: Any, wait: bool, last: bool) -> bool:
+        """Run the cell's missing runs of ``config`` if this process holds it (waiting for it with
+        ``wait``); the ``last`` pass of several reports the whole cell even when nothing is missing."""
         with locked(out / LOCKS / f"{cell}.lock", wait) as mine:
             if not mine:
                 if progress:
                     print(f"cell {number}/{len(configs)}: {cell} is run by another process; later", file=sys.stderr)
                 return False
-            if not domain.run_ids(config) <= ResultStore.existing(out / CELLS / cell).finished():
-                if progress:
-                    print(f"cell {number}/{len(configs)}: {cell}", file=sys.stderr)
+            missing = not domain.run_ids(config) <= ResultStore.existing(out / CELLS / cell).finished()
+            if missing or last:
+                if progress and missing:
+                    seeds = f", seeds {config.first_seed}–{config.first_seed + config.seeds - 1}" if per_pass else ""
+                    print(f"cell {number}/{len(configs)}: {cell}{seeds}", file=sys.stderr)
                 domain.run_experiment(config, out / CELLS / cell, backend, progress,
                                       tensorboard=None if tensorboard is None else Path(tensorboard) / cell)
             return True
 
+    passes = max((len(p) for _, p in configs), default=1)
     with nullcontext() if backend.local else RaySession(backend):  # one Ray for every cell
-        others = [(n, cell, config) for n, (cell, config) in enumerate(configs, 1) if not run(n, cell, config, False)]
-        for number, cell, config in others:
-            run(number, cell, config, True)
+        for k in range(passes):
+            cells = [(n, cell, p[min(k, len(p) - 1)], len(p) > 1 and k == passes - 1)
+                     for n, (cell, p) in enumerate(configs, 1)]
+            others = [c for c in cells if not run(*c[:3], False, c[3])]
+            for number, cell, config, last in others:
+                run(number, cell, config, True, last)
     report([out], out)
     return 0
 
@@ -248,7 +271,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{len(runs)} cells, {sum(runs.values())} runs, into {out}/")
         return 0
     return run_experiment_cells(experiment, out, backend_from_args(args), not args.no_progress, args.tensorboard, where,
-                                only)
+                                only, args.seeds_per_pass)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"takes a whole number of seeds ≥ 1, got {text!r}")
+    return int(text)
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -266,5 +295,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="run only the cells whose name matches GLOB (repeatable; e.g. 'channel=asym. TDMA,*' "
                         "for axis channel first): the record stays the whole experiment's, a later run "
                         "without --cells runs the rest, and the report covers every cell that has runs")
+    p.add_argument("--seeds-per-pass", type=_positive, metavar="K",
+                   help="run every cell's first K seeds, then every cell's next K, …: stopped early, the cells "
+                        "have as many runs each (default: a cell's seeds all at once)")
     p.set_defaults(run=_run, overrides=[])
     return p

@@ -5,6 +5,7 @@ of that cell; a rerun resumes; ``frd report`` redraws the summary from the recor
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 import re
 import shutil
@@ -393,6 +394,36 @@ def test_cells_runs_the_picked_cells_into_the_whole_record_and_a_plain_rerun_add
         pd.testing.assert_frame_equal(_table(out / "cells" / "grid=5" / f"{table}.csv"),
                                       _table(sweeps / "file" / "cells" / "grid=5" / f"{table}.csv"), check_exact=True)
     pd.testing.assert_frame_equal(_table(out / "summary.csv"), _table(sweeps / "file" / "summary.csv"), check_exact=True)
+
+
+def test_seeds_per_pass_runs_each_cells_first_seeds_before_any_next_and_gives_the_same_record(sweeps, tmp_path,
+                                                                                                 capsys):
+    path = _write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10]\n", "grid.toml")
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--seeds-per-pass", "0", "--out", str(out)]) == 2
+    assert "--seeds-per-pass: takes a whole number of seeds ≥ 1, got '0'" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["run", str(path), "--seeds-per-pass", "1", "--out", str(out)]) == 0
+    started = [line for line in capsys.readouterr().err.splitlines() if line.startswith("cell ")]
+    assert started == ["cell 1/2: grid=5, seeds 0–0", "cell 2/2: grid=10, seeds 0–0",
+                       "cell 1/2: grid=5, seeds 1–1", "cell 2/2: grid=10, seeds 1–1"]
+    for cell in ("grid=5", "grid=10"):
+        for table in [*TABLES, "summary"]:  # each cell's summary is of both its seeds
+            pd.testing.assert_frame_equal(_table(out / "cells" / cell / f"{table}.csv"),
+                                          _table(sweeps / "file" / "cells" / cell / f"{table}.csv"), check_exact=True)
+    pd.testing.assert_frame_equal(_table(out / "summary.csv"), _table(sweeps / "file" / "summary.csv"), check_exact=True)
+
+
+def test_a_folder_whose_key_still_holds_first_seed_resumes_without_a_run(sweeps, tmp_path):
+    """Folders written before first_seed left the resume key (2026-12-06) hold it there."""
+    folder = shutil.copytree(sweeps / "plain-5", tmp_path / "old")
+    config = json.loads((folder / "config.json").read_text())
+    assert "first_seed" not in config["resume_key"]["common"]
+    config["resume_key"]["common"]["first_seed"] = 0
+    (folder / "config.json").write_text(json.dumps(config))
+    parts = {p: p.stat().st_mtime_ns for p in folder.glob("parts/*/*")}
+    assert main(["rl", *TINY_ARGS, "--grid", "5", "--out", str(folder)]) == 0
+    assert {p: p.stat().st_mtime_ns for p in folder.glob("parts/*/*")} == parts
 
 
 # ---- across method cells ----

@@ -159,9 +159,9 @@ class RLConfig:
         return participants(self.agents, self.agents_per_round, self.fraction)
 
     def resume_key(self) -> ResumeKey:
-        """Results change with these: the common fields (not the seeds, the method list or the
-        threads) and each method's resolved options."""
-        common = {k: v for k, v in asdict(self).items() if k not in ("seeds", "methods", "threads", "options")
+        """Results change with these: the common fields (not the seeds, which runs a folder holds,
+        the method list or the threads) and each method's resolved options."""
+        common = {k: v for k, v in asdict(self).items() if k not in (*NOT_IN_KEY, "options")
                   and not (k in ADDED_LATER and v == ADDED_LATER[k])}
         if "agent_spec" in common:  # fields added to AgentSpec later: in the key only when set
             common["agent_spec"] = tuple({k: v for k, v in entry.items()
@@ -170,8 +170,13 @@ class RLConfig:
         recipes = agent_configs(self.agent_spec, self.agents, self.recipe, self.hidden, self.activation)
         if any(c != for_env(c, self.env_id) for c in recipes):
             common["failure_reward"] = "none: a termination is not a failure here"  # runs before 2026-12-02 had −100
-        return ResumeKey(common, {m: options_key(self.options_for(m)) for m in self.methods})
+        return ResumeKey(common, {m: options_key(self.options_for(m)) for m in self.methods}, retired=("first_seed",))
 
+
+NOT_IN_KEY = ("seeds", "first_seed", "methods", "threads")
+"""Fields a run's tables do not depend on: which runs a folder holds (a run's seed is its own;
+``first_seed`` left the key on 2026-12-06, so that a folder can gather seeds in passes) and how
+they compute."""
 
 SPEC_ADDED_LATER = {"algo": None, "sb3": (), "q_temperature": None}
 """``AgentSpec`` fields added after results were saved, with their defaults (as ``ADDED_LATER``)."""
