@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from frd.domains import get_domain
-from frd.experiment_file import CELLS, SKIP_KEY, read_file, resolve
+from frd.experiment_file import CELLS, SKIP_KEY, Cell, read_file, resolve
 from frd.results import ResultStore
 from frd.sweep import claim, command
 
@@ -42,12 +42,22 @@ def write_compressed(frame: pd.DataFrame, path: Path) -> None:
     path.write_bytes(gzip.compress(frame.to_csv(index=False).encode(), mtime=0))
 
 
-def _cells(experiment_file: Path, out: Path) -> list[tuple[dict[str, object], ResultStore]]:
-    """Each cell of the experiment's record in ``out`` (claimed: written if missing) with its values."""
+def _resolved(experiment_file: Path, out: Path) -> list[tuple[Cell, Any]]:
+    """Each cell of the experiment's record in ``out`` (claimed: written if missing) and its config."""
     domain, settings, axes = read_file(experiment_file)
     experiment = resolve(command(get_domain(domain)), settings, axes, f"{experiment_file.name}: ")
-    return [(dict(cell.values), ResultStore(out / CELLS / cell_id, config, config.resume_key()))
-            for cell, (cell_id, config) in zip(experiment.cells(), claim(experiment, out))]
+    return [(cell, config) for cell, (_, config) in zip(experiment.cells(), claim(experiment, out))]
+
+
+def cell_configs(experiment_file: Path, out: Path) -> list[tuple[dict[str, object], Any]]:
+    """Each cell's axis values and resolved config (e.g. its env's mission target)."""
+    return [(dict(cell.values), config) for cell, config in _resolved(experiment_file, out)]
+
+
+def _cells(experiment_file: Path, out: Path) -> list[tuple[dict[str, object], ResultStore]]:
+    """Each cell of the experiment's record in ``out`` with its values."""
+    return [(dict(cell.values), ResultStore(out / CELLS / cell.id, config, config.resume_key()))
+            for cell, config in _resolved(experiment_file, out)]
 
 
 def flatten(experiment_file: Path, out: Path) -> pd.DataFrame:

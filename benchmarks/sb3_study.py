@@ -1,0 +1,197 @@
+"""Does a standard learner gain from sharing? Stable-Baselines3 learners beside ours, and among
+themselves [issue 43 §5; the methods of Seo et al. 2022, §4; our question].
+
+    frd run benchmarks/experiments/sb3_pairs.toml --out results/sb3_pairs   # resumable; processes may share it
+    python -m benchmarks.sb3_study [--experiment FILE] [--work DIR] [--out benchmarks/results] [--redraw] [--partial]
+
+Every run goes on until each agent completes its own mission (the mean score of its latest
+``window`` episodes reaches the env's target) or reaches the cap. ``frd report`` compares runs by
+their first or last agent; the question here is per learner: does an SB3 agent (or ours) reach its
+own mission in fewer episodes when it shares than when it learns alone (the experiment's
+``independent`` cell, the same other axes, the same seeds)? For an experiment file ``<name>.toml``
+this script reads each agent's episodes from the record and writes:
+
+- ``<name>_agents.csv``: one row per agent of every finished run (its cell, seed, learner, episodes
+  to its mission, or the cap where it did not complete, env steps over them, completed);
+- ``<name>_summary.csv`` and ``<name>_table.md``: per cell and learner, the IQM over runs of the
+  learner's episodes (the mean over its agents in the run, where a run has several of one
+  algorithm [our choice: the run is the unit, its agents shared with each other]) with its 95 %
+  stratified-bootstrap CI, the share of its agents that completed, and P(fewer episodes than the
+  same learner alone) with its CI (``frd.stats``; a capped agent counts as the cap); the wire per
+  agent;
+- ``<name>.png``: the IQMs with their CIs.
+
+``--redraw`` reads the committed ``<name>_agents.csv`` instead of the record (which holds every
+episode and saved agent, too large to commit). A cell with fewer runs than the file's seeds is
+named and left out, unless ``--partial``: then its row counts what it has.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from benchmarks.records import CELL, cell_configs, flatten_tables  # noqa: E402
+from benchmarks.sharing_study import interval_verdict  # noqa: E402
+from frd.experiment_file import SKIP_KEY, read_file  # noqa: E402
+from frd.stats import improvement_ci, iqm_ci  # noqa: E402
+
+PAIRS = Path("benchmarks/experiments/sb3_pairs.toml")
+BASELINE = "independent"
+"""The value of the compared axis that learns alone."""
+LEARNERS = {"frd": "our A2C", "ppo": "PPO (SB3)", "dqn": "DQN (SB3)", "a2c-sb3": "A2C (SB3)"}
+"""``runs.csv``'s algorithm names as the table shows them."""
+TITLES = {"sb3_pairs": "CartPole-v1, 2 agents: an SB3 learner beside our A2C",
+          "sb3_all": "8 SB3 agents (3 PPO, 3 A2C, 2 DQN)"}
+
+
+class Study:
+    """An experiment file's axes: the one whose values include ``independent`` (``compared``) and
+    the others (``within``: each value its own comparison, e.g. the pair or the env)."""
+
+    def __init__(self, experiment: Path) -> None:
+        self.name = experiment.stem
+        self.experiment = experiment
+        _, settings, axes = read_file(experiment)
+        self.axes = [axis for axis in axes if axis != SKIP_KEY]
+        self.seeds = int(settings["seeds"])
+        compared = [axis for axis in self.axes if BASELINE in axes[axis]]
+        if len(compared) != 1:
+            raise SystemExit(f"{experiment}: one axis must have the value {BASELINE!r}, got {compared}")
+        self.compared = compared[0]
+        self.within = [axis for axis in self.axes if axis != self.compared]
+
+
+def agents_of(study: Study, work: Path) -> pd.DataFrame:
+    """One row per agent of every finished run in the record: episodes to its own mission (its
+    episode count: a completed agent retires at once under ``--until all``), env steps, completed
+    (its latest ``window`` scores reach its cell's target)."""
+    flat = flatten_tables(study.experiment, work, ("episodes", "runs"))
+    missions = pd.DataFrame([{**values, "target": c.target, "window": c.window}
+                             for values, c in cell_configs(study.experiment, work)])
+    frames = {}
+    for table in ("episodes", "runs"):  # an axis may share its name with a column (method): the same value
+        frame = flat[table].drop(columns=[a for a in study.axes if a in flat[table]])
+        frames[table] = frame.rename(columns={f"{CELL}{a}": a for a in study.axes})
+    episodes = frames["episodes"].merge(missions, on=study.axes)
+    keys = [*study.axes, "run_id", "seed", "agent", "algorithm"]
+
+    def completed(rows: pd.DataFrame) -> bool:
+        window = int(rows["window"].iloc[0])
+        return len(rows) >= window and rows["score"].tail(window).mean() >= rows["target"].iloc[0]
+
+    grouped = episodes.groupby(keys, sort=False)
+    per_agent = grouped.agg(episodes=("episode", "size"), env_steps=("env_steps", "sum")).reset_index()
+    per_agent["completed"] = grouped[["score", "target", "window"]].apply(completed).to_numpy()
+    runs = frames["runs"][[*study.axes, "run_id", "n_agents", "bits_up", "bits_down"]]
+    per_agent = per_agent.merge(runs, on=[*study.axes, "run_id"])
+    per_agent["wire_bits_per_agent"] = (per_agent.pop("bits_up") + per_agent.pop("bits_down")) / per_agent.pop("n_agents")
+    return per_agent
+
+
+def summary(study: Study, agents: pd.DataFrame, partial: bool = False) -> pd.DataFrame:
+    """Per cell and learner (of every cell with all its runs, or any with ``partial``): IQM
+    episodes over runs [CI], completed share, P(better than alone) [CI]."""
+    cell_runs = agents.groupby(study.axes, sort=False)["run_id"].nunique().rename("cell_runs")
+    for cell, n in cell_runs[cell_runs < study.seeds].items():
+        print(f"{cell}: {n} of {study.seeds} runs so far" + ("" if partial else ", left out"))
+    if not partial:
+        agents = agents.join(cell_runs, on=study.axes).loc[lambda a: a["cell_runs"] == study.seeds]
+    per_run = agents.groupby([*study.axes, "algorithm", "run_id", "seed"], sort=False).agg(
+        episodes=("episodes", "mean"), agents=("agent", "size"), completed=("completed", "sum"),
+        env_steps=("env_steps", "mean"), wire=("wire_bits_per_agent", "first")).reset_index()
+    rows = []
+    for key, group in per_run.groupby([*study.axes, "algorithm"], sort=False):
+        cell = dict(zip([*study.axes, "learner"], key))
+        alone = per_run[(per_run[study.within] == pd.Series({a: cell[a] for a in study.within})).all(axis=1)
+                        & (per_run[study.compared] == BASELINE) & (per_run["algorithm"] == cell["learner"])]
+        both = sorted(set(group["seed"]) & set(alone["seed"]))  # compared on the seeds both have
+        mine, theirs = (g.set_index("seed").loc[both, "episodes"] for g in (group, alone))
+        episodes_iqm, lo, hi = iqm_ci(group["episodes"])
+        p, p_lo, p_hi = improvement_ci(mine, theirs) if cell[study.compared] != BASELINE else (np.nan,) * 3
+        rows.append(dict(**cell, runs=len(group), agents_per_run=int(group["agents"].iloc[0]),
+                         completed_frac=group["completed"].sum() / group["agents"].sum(), episodes_iqm=episodes_iqm,
+                         episodes_iqm_lo=lo, episodes_iqm_hi=hi, env_steps_median=group["env_steps"].median(),
+                         p_better_than_alone=p, p_lo=p_lo, p_hi=p_hi,
+                         wire_mbit_per_agent=group["wire"].median() / 1e6))
+    return pd.DataFrame(rows)
+
+
+def verdict(study: Study, row: pd.Series) -> str:
+    """The sharing study's ``interval_verdict`` of P's interval, in words ("" for the baseline)."""
+    if row[study.compared] == BASELINE or np.isnan(row["p_lo"]):
+        return ""
+    shown = interval_verdict(row["p_lo"], row["p_hi"])
+    return "no clear difference" if shown == "–" else shown
+
+
+def markdown(study: Study, table: pd.DataFrame) -> str:
+    heads = [*study.axes, "learner", "runs", "completed", "episodes to its mission, IQM [95 % CI]",
+             "P(fewer than alone) [95 % CI]", "verdict", "wire Mbit/agent"]
+    lines = ["| " + " | ".join(heads) + " |", "|---" * len(heads) + "|"]
+    for _, r in table.iterrows():
+        p = "–" if np.isnan(r["p_better_than_alone"]) else f"{r['p_better_than_alone']:.2f} [{r['p_lo']:.2f}–{r['p_hi']:.2f}]"
+        learner = LEARNERS.get(r["learner"], r["learner"])
+        if r["agents_per_run"] > 1:
+            learner += f" ×{r['agents_per_run']}"
+        runs = f"{r['runs']}" if r["runs"] == study.seeds else f"{r['runs']} of {study.seeds}"
+        lines.append("| " + " | ".join(str(r[a]) for a in study.axes) + f" | {learner} | {runs} | "
+                     f"{r['completed_frac']:.0%} | {r['episodes_iqm']:.0f} [{r['episodes_iqm_lo']:.0f}–"
+                     f"{r['episodes_iqm_hi']:.0f}] | {p} | {verdict(study, r)} | {r['wire_mbit_per_agent']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(study: Study, table: pd.DataFrame, path: Path) -> None:
+    """IQM episodes to each learner's mission with CIs, a panel per value of the other axes, a
+    series per learner."""
+    panels = list(table.groupby(study.within, sort=False)) if study.within else [((), table)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False)
+    for ax, (panel, cell) in zip(axes[0], panels):
+        variants = list(dict.fromkeys(cell[study.compared]))
+        learners = list(dict.fromkeys(cell["learner"]))
+        for i, (learner, rows) in enumerate(cell.groupby("learner", sort=False)):
+            x = np.array([variants.index(v) for v in rows[study.compared]]) + (i - (len(learners) - 1) / 2) * 0.2
+            ax.errorbar(x, rows["episodes_iqm"], yerr=[rows["episodes_iqm"] - rows["episodes_iqm_lo"],
+                                                      rows["episodes_iqm_hi"] - rows["episodes_iqm"]],
+                        fmt="o", capsize=3, label=LEARNERS.get(learner, learner))
+        ax.set(title=", ".join(map(str, np.atleast_1d(panel))), xticks=range(len(variants)), xticklabels=variants,
+               ylim=(0, 1.05 * table["episodes_iqm_hi"].max()),  # one scale from zero for every panel
+               ylabel="episodes to its own mission, IQM (95 % CI)")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
+    fig.suptitle(TITLES.get(study.name, study.name))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--experiment", type=Path, default=PAIRS, help="the experiment file (default: the pairs)")
+    parser.add_argument("--work", type=Path, help="the experiment's folder (default results/<file name>)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--redraw", action="store_true", help="read the committed <name>_agents.csv, not the record")
+    parser.add_argument("--partial", action="store_true", help="also the cells with fewer runs than the file's seeds")
+    args = parser.parse_args()
+    study = Study(args.experiment)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.redraw:
+        agents = pd.read_csv(args.out / f"{study.name}_agents.csv")
+    else:
+        agents = agents_of(study, args.work or Path("results") / study.name)
+        agents.to_csv(args.out / f"{study.name}_agents.csv", index=False)
+    table = summary(study, agents, args.partial)
+    table.to_csv(args.out / f"{study.name}_summary.csv", index=False)
+    (args.out / f"{study.name}_table.md").write_text(markdown(study, table))
+    plot(study, table, args.out / f"{study.name}.png")
+    print(markdown(study, table))
+
+
+if __name__ == "__main__":
+    main()

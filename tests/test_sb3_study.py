@@ -1,0 +1,53 @@
+"""The SB3 study's per-learner table (``benchmarks.sb3_study``): several agents of one algorithm
+in a run are pooled into that run's mean, the run is the unit of IQM and P(improvement)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.sb3_study import Study, summary
+
+FILE = 'domain = "rl"\nseeds = {seeds}\n[sweep]\nenv = {{ cartpole = {{ env = "CartPole-v1" }} }}\n' \
+       'method = ["independent", "pd"]\n'
+
+
+def _agents() -> pd.DataFrame:
+    """Two PPO agents and one DQN per run, 2 seeds, alone and under PD."""
+    rows = []
+    ppo = {("independent", 0): [100, 200], ("independent", 1): [300, 500], ("pd", 0): [120, 140], ("pd", 1): [200, 300]}
+    for (method, seed), episodes in ppo.items():
+        for agent, n in enumerate([*episodes, 1000 if method == "independent" or seed == 0 else 900]):
+            rows.append(dict(env="cartpole", method=method, run_id=f"{method}-seed{seed}", seed=seed, agent=agent,
+                             algorithm="ppo" if agent < 2 else "dqn", episodes=n, env_steps=10 * n,
+                             completed=n < 1000 and not (method == "pd" and n == 300), wire_bits_per_agent=8e6))
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def study(tmp_path):
+    def make(seeds: int) -> Study:
+        path = tmp_path / "sb3_x.toml"
+        path.write_text(FILE.format(seeds=seeds))
+        return Study(path)
+    return make
+
+
+def test_a_learners_agents_in_a_run_are_its_mean_and_p_compares_runs(study):
+    table = summary(study(2), _agents()).set_index(["method", "learner"])
+    ppo = table.loc[("pd", "ppo")]
+    assert (ppo["runs"], ppo["agents_per_run"]) == (2, 2)
+    assert ppo["episodes_iqm"] == pytest.approx((130 + 250) / 2)  # run means 130 and 250; 2 runs: nothing cut
+    assert ppo["completed_frac"] == pytest.approx(3 / 4)
+    # runs 130, 250 against alone 150, 400: 3 of 4 pairs fewer (agent by agent it would be 10/16)
+    assert ppo["p_better_than_alone"] == pytest.approx(0.75)
+    assert ppo["wire_mbit_per_agent"] == pytest.approx(8.0)
+    dqn = table.loc[("pd", "dqn")]  # 1000, 900 against 1000, 1000: ties count a half
+    assert dqn["agents_per_run"] == 1 and dqn["p_better_than_alone"] == pytest.approx(0.75)
+    assert np.isnan(table.loc[("independent", "ppo"), "p_better_than_alone"])
+
+
+def test_a_cell_short_of_its_seeds_is_left_out_and_named_unless_partial(study, capsys):
+    assert summary(study(3), _agents()).empty
+    assert "('cartpole', 'pd'): 2 of 3 runs so far, left out" in capsys.readouterr().out
+    assert len(summary(study(3), _agents(), partial=True)) == 4
