@@ -87,7 +87,7 @@ def agents_of(study: Study, work: Path) -> pd.DataFrame:
         return len(rows) >= window and rows["score"].tail(window).mean() >= rows["target"].iloc[0]
 
     grouped = episodes.groupby(keys, sort=False)
-    per_agent = grouped.agg(episodes=("episode", "size"), env_steps=("env_steps", "sum")).reset_index()
+    per_agent = grouped.agg(episodes=("episode", "size"), env_steps=("env_steps", "max")).reset_index()  # cumulative
     per_agent["completed"] = grouped[["score", "target", "window"]].apply(completed).to_numpy()
     runs = frames["runs"][[*study.axes, "run_id", "n_agents", "bits_up", "bits_down"]]
     per_agent = per_agent.merge(runs, on=[*study.axes, "run_id"])
