@@ -22,13 +22,17 @@ this script reads each agent's episodes from the record and writes:
 - ``<name>.png``: the IQMs with their CIs.
 
 ``--redraw`` reads the committed ``<name>_agents.csv`` instead of the record (which holds every
-episode and saved agent, too large to commit). A cell with fewer runs than the file's seeds is
-named and left out, unless ``--partial``: then its row counts what it has.
+saved agent, too large to commit). ``--flatten`` also writes the record's tables flat and
+compressed (``<name>_record_<table>.csv.gz``, ``benchmarks.records``), and ``--convert`` turns them
+back into the record, so that a study run over several sessions resumes where it stopped. A cell
+with fewer runs than the file's seeds is named and left out, unless ``--partial``: then its row
+counts what it has.
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Mapping
 
 import matplotlib
 
@@ -37,7 +41,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.records import CELL, cell_configs, flatten_tables  # noqa: E402
+from benchmarks.records import CELL, cell_configs, convert_tables, flatten_tables, write_compressed  # noqa: E402
 from benchmarks.sharing_study import interval_verdict  # noqa: E402
 from frd.experiment_file import SKIP_KEY, read_file  # noqa: E402
 from frd.stats import improvement_ci, iqm_ci  # noqa: E402
@@ -47,6 +51,8 @@ BASELINE = "independent"
 """The value of the compared axis that learns alone."""
 LEARNERS = {"frd": "our A2C", "ppo": "PPO (SB3)", "dqn": "DQN (SB3)", "a2c-sb3": "A2C (SB3)"}
 """``runs.csv``'s algorithm names as the table shows them."""
+RECORD_TABLES = ("runs", "episodes", "rounds", "ledger", "provenance")
+"""The tables of a run (its saved agents aside): what ``--flatten`` keeps and ``--convert`` restores."""
 TITLES = {"sb3_pairs": "CartPole-v1, 2 agents: an SB3 learner beside our A2C",
           "sb3_all": "8 SB3 agents (3 PPO, 3 A2C, 2 DQN)"}
 
@@ -68,11 +74,16 @@ class Study:
         self.within = [axis for axis in self.axes if axis != self.compared]
 
 
-def agents_of(study: Study, work: Path) -> pd.DataFrame:
-    """One row per agent of every finished run in the record: episodes to its own mission (its
-    episode count: a completed agent retires at once under ``--until all``), env steps, completed
-    (its latest ``window`` scores reach its cell's target)."""
-    flat = flatten_tables(study.experiment, work, ("episodes", "runs"))
+def record_path(out: Path, study: Study, table: str) -> Path:
+    """Where ``--flatten`` writes one table of the flat record (``benchmarks.records``)."""
+    return out / f"{study.name}_record_{table}.csv.gz"
+
+
+def agents_of(study: Study, work: Path, flat: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per agent of every finished run in the record in ``work`` (``flat``: its tables,
+    ``flatten_tables``): episodes to its own mission (its episode count: a completed agent retires
+    at once under ``--until all``), env steps, completed (its latest ``window`` scores reach its
+    cell's target)."""
     missions = pd.DataFrame([{**values, "target": c.target, "window": c.window}
                              for values, c in cell_configs(study.experiment, work)])
     frames = {}
@@ -131,19 +142,25 @@ def verdict(study: Study, row: pd.Series) -> str:
     return "no clear difference" if shown == "–" else shown
 
 
+def _interval(row: pd.Series, prefix: str, form: str) -> str:
+    """`` [lo–hi]`` of ``row``'s ``<prefix>lo`` and ``<prefix>hi``; nothing where one run gives none."""
+    lo, hi = row[f"{prefix}lo"], row[f"{prefix}hi"]
+    return "" if np.isnan(lo) else f" [{lo:{form}}–{hi:{form}}]"
+
+
 def markdown(study: Study, table: pd.DataFrame) -> str:
     heads = [*study.axes, "learner", "runs", "completed", "episodes to its mission, IQM [95 % CI]",
              "P(fewer than alone) [95 % CI]", "verdict", "wire Mbit/agent"]
     lines = ["| " + " | ".join(heads) + " |", "|---" * len(heads) + "|"]
     for _, r in table.iterrows():
-        p = "–" if np.isnan(r["p_better_than_alone"]) else f"{r['p_better_than_alone']:.2f} [{r['p_lo']:.2f}–{r['p_hi']:.2f}]"
+        p = "–" if np.isnan(r["p_better_than_alone"]) else f"{r['p_better_than_alone']:.2f}" + _interval(r, "p_", ".2f")
         learner = LEARNERS.get(r["learner"], r["learner"])
         if r["agents_per_run"] > 1:
             learner += f" ×{r['agents_per_run']}"
         runs = f"{r['runs']}" if r["runs"] == study.seeds else f"{r['runs']} of {study.seeds}"
         lines.append("| " + " | ".join(str(r[a]) for a in study.axes) + f" | {learner} | {runs} | "
-                     f"{r['completed_frac']:.0%} | {r['episodes_iqm']:.0f} [{r['episodes_iqm_lo']:.0f}–"
-                     f"{r['episodes_iqm_hi']:.0f}] | {p} | {verdict(study, r)} | {r['wire_mbit_per_agent']:.2f} |")
+                     f"{r['completed_frac']:.0%} | {r['episodes_iqm']:.0f}{_interval(r, 'episodes_iqm_', '.0f')} | "
+                     f"{p} | {verdict(study, r)} | {r['wire_mbit_per_agent']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -161,7 +178,7 @@ def plot(study: Study, table: pd.DataFrame, path: Path) -> None:
                                                       rows["episodes_iqm_hi"] - rows["episodes_iqm"]],
                         fmt="o", capsize=3, label=LEARNERS.get(learner, learner))
         ax.set(title=", ".join(map(str, np.atleast_1d(panel))), xticks=range(len(variants)), xticklabels=variants,
-               ylim=(0, 1.05 * table["episodes_iqm_hi"].max()),  # one scale from zero for every panel
+               ylim=(0, 1.05 * np.nanmax(table[["episodes_iqm", "episodes_iqm_hi"]])),  # one scale from zero
                ylabel="episodes to its own mission, IQM (95 % CI)")
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8)
@@ -178,13 +195,26 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--redraw", action="store_true", help="read the committed <name>_agents.csv, not the record")
     parser.add_argument("--partial", action="store_true", help="also the cells with fewer runs than the file's seeds")
+    record = parser.add_mutually_exclusive_group()
+    record.add_argument("--flatten", action="store_true",
+                        help="also write the record's tables, flat and compressed, as <name>_record_<table>.csv.gz")
+    record.add_argument("--convert", action="store_true",
+                        help="first turn those flat tables back into the record in --work (frd run resumes it)")
     args = parser.parse_args()
     study = Study(args.experiment)
+    work = args.work or Path("results") / study.name
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.convert:
+        added = convert_tables({t: record_path(args.out, study, t) for t in RECORD_TABLES}, study.experiment, work)
+        print(f"{added} runs converted into {work}")
     if args.redraw:
         agents = pd.read_csv(args.out / f"{study.name}_agents.csv")
     else:
-        agents = agents_of(study, args.work or Path("results") / study.name)
+        flat = flatten_tables(study.experiment, work, RECORD_TABLES if args.flatten else ("episodes", "runs"))
+        if args.flatten:
+            for table, frame in flat.items():
+                write_compressed(frame, record_path(args.out, study, table))
+        agents = agents_of(study, work, flat)
         agents.to_csv(args.out / f"{study.name}_agents.csv", index=False)
     table = summary(study, agents, args.partial)
     table.to_csv(args.out / f"{study.name}_summary.csv", index=False)
