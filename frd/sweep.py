@@ -198,7 +198,9 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
 
     Processes sharing ``out`` split its cells: each runs the cells no other process holds
     (``LOCKS``), then waits for the others' and runs what they left (a process that died leaves
-    its cell to the next), so every process ends on the whole record and reports it."""
+    its cell to the next), so every process ends on the whole record and reports it. Passes but
+    the last wait for nobody: a cell held by another process is left to the last pass, whose
+    whole configs run whatever is missing."""
     domain = get_domain(experiment.domain)
     if tensorboard is not None:
         require_tensorboard()
@@ -228,7 +230,7 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
             cells = [(n, cell, p[min(k, len(p) - 1)], len(p) > 1 and k == passes - 1)
                      for n, (cell, p) in enumerate(configs, 1)]
             others = [c for c in cells if not run(*c[:3], False, c[3])]
-            for number, cell, config, last in others:
+            for number, cell, config, last in others if k == passes - 1 else ():  # the last pass runs what is left
                 run(number, cell, config, True, last)
     report([out], out)
     return 0

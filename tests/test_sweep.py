@@ -414,6 +414,30 @@ def test_seeds_per_pass_runs_each_cells_first_seeds_before_any_next_and_gives_th
     pd.testing.assert_frame_equal(_table(out / "summary.csv"), _table(sweeps / "file" / "summary.csv"), check_exact=True)
 
 
+def test_a_pass_waits_for_no_held_cell_and_the_last_pass_runs_what_it_left(sweeps, tmp_path):
+    """While this test holds grid=10, a process with one seed per pass runs both passes of grid=5;
+    released, grid=10's seeds all run in the last pass; the record is the single-pass one."""
+    path = _write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10]\n", "grid.toml")
+    out, log = tmp_path / "out", tmp_path / "a.log"
+    process = multiprocessing.get_context("fork").Process(
+        target=_frd_logged, args=(["run", str(path), "--seeds-per-pass", "1", "--out", str(out)], log))
+    with locked(out / "locks" / "grid=10.lock", wait=False) as held:
+        assert held
+        process.start()
+        deadline = time.monotonic() + 120
+        while not (log.exists() and log.read_text().count("grid=10 is run by another process") == 3):  # a pass each
+            assert time.monotonic() < deadline and process.is_alive(), log.read_text() if log.exists() else ""
+            time.sleep(0.1)
+        assert "cell 1/2: grid=5, seeds 1–1" in log.read_text()  # the second pass went on without grid=10
+    process.join(120)
+    assert process.exitcode == 0, log.read_text()[-2000:]
+    assert "cell 2/2: grid=10, seeds 0–1" in log.read_text()
+    for cell in ("grid=5", "grid=10"):
+        for table in [*TABLES, "summary"]:
+            pd.testing.assert_frame_equal(_table(out / "cells" / cell / f"{table}.csv"),
+                                          _table(sweeps / "file" / "cells" / cell / f"{table}.csv"), check_exact=True)
+
+
 def test_a_folder_whose_key_still_holds_first_seed_resumes_without_a_run(sweeps, tmp_path):
     """Folders written before first_seed left the resume key (2026-12-06) hold it there."""
     folder = shutil.copytree(sweeps / "plain-5", tmp_path / "old")
