@@ -36,7 +36,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.records import CELL, convert_tables, flatten_tables  # noqa: E402
+from benchmarks.records import axes_named, convert_tables, flatten_tables  # noqa: E402
 from frd.classification.methods import GLOBAL  # noqa: E402
 from frd.classification.models import build_model, count_parameters  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
@@ -64,8 +64,7 @@ def record_tables(work: Path, flatten_to: Path | None) -> tuple[pd.DataFrame, ..
     if flatten_to is not None:
         for table, frame in flat.items():
             frame.to_csv(flatten_to / f"distill_record_{table}.csv", index=False)
-    return tuple(flat[table].drop(columns="method", errors="ignore")
-                 .rename(columns={f"{CELL}method": "method", f"{CELL}alpha": "alpha"}) for table in TABLES[:3])
+    return tuple(axes_named(flat[table], ["method", "alpha"]) for table in TABLES[:3])
 
 
 def accuracy_per_round(rounds: pd.DataFrame) -> pd.DataFrame:

@@ -84,6 +84,12 @@ def flatten_tables(experiment_file: Path, out: Path, tables: Sequence[str]) -> d
     return {table: pd.concat(parts, ignore_index=True) for table, parts in frames.items()}
 
 
+def axes_named(frame: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
+    """A flat table with its ``cell.<axis>`` columns named ``<axis>``, each replacing a column of
+    the run's own of that name (a ``method`` axis: the same value, or a partition's display name)."""
+    return frame.drop(columns=[a for a in axes if a in frame]).rename(columns={f"{CELL}{a}": a for a in axes})
+
+
 def _convert(flat: Mapping[str, pd.DataFrame], experiment_file: Path, out: Path) -> int:
     """Write every run of the flat tables (``runs`` among them, axes as ``cell.<axis>``) into the
     experiment's record in ``out`` (each cell's folder as ``frd run`` writes it: config, parts,

@@ -41,7 +41,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.records import CELL, cell_configs, convert_tables, flatten_tables, write_compressed  # noqa: E402
+from benchmarks.records import axes_named, cell_configs, convert_tables, flatten_tables, write_compressed  # noqa: E402
 from benchmarks.sharing_study import interval_verdict  # noqa: E402
 from frd.experiment_file import SKIP_KEY, read_file  # noqa: E402
 from frd.stats import improvement_ci, iqm_ci  # noqa: E402
@@ -86,10 +86,7 @@ def agents_of(study: Study, work: Path, flat: Mapping[str, pd.DataFrame]) -> pd.
     cell's target)."""
     missions = pd.DataFrame([{**values, "target": c.target, "window": c.window}
                              for values, c in cell_configs(study.experiment, work)])
-    frames = {}
-    for table in ("episodes", "runs"):  # an axis may share its name with a column (method): the same value
-        frame = flat[table].drop(columns=[a for a in study.axes if a in flat[table]])
-        frames[table] = frame.rename(columns={f"{CELL}{a}": a for a in study.axes})
+    frames = {table: axes_named(flat[table], study.axes) for table in ("episodes", "runs")}
     episodes = frames["episodes"].merge(missions, on=study.axes)
     keys = [*study.axes, "run_id", "seed", "agent", "algorithm"]
 
