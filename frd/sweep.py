@@ -177,15 +177,15 @@ def chosen_cells(experiment: Experiment, patterns: Sequence[str] | None, where: 
     return chosen
 
 
-def seed_passes(config: Any, per_pass: int | None) -> list[Any]:
-    """``config`` cut into passes of ``per_pass`` seeds each (first_seed … first_seed+per_pass−1,
-    then the next), the whole ``config`` last; just ``config`` without ``per_pass``. Seeds are not
-    in a cell's resume key, so each pass adds its runs to the same cell folder."""
-    if per_pass is None or per_pass >= config.seeds:
-        return [config]
+def seed_blocks(config: Any, per_pass: int | None) -> list[Any]:
+    """``config``'s seeds in blocks of ``per_pass`` (first_seed … first_seed+per_pass−1, then the
+    next), each a config of its own; none without ``per_pass``. Seeds are not in a cell's resume
+    key, so each block adds its runs to the same cell folder."""
+    if per_pass is None:
+        return []
     end = config.first_seed + config.seeds
-    return [*(replace(config, first_seed=start, seeds=min(per_pass, end - start))
-              for start in range(config.first_seed, end, per_pass)), config]
+    return [replace(config, first_seed=start, seeds=min(per_pass, end - start))
+            for start in range(config.first_seed, end, per_pass)]
 
 
 def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, progress: bool,
@@ -193,30 +193,29 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
                          per_pass: int | None = None) -> int:
     """Check every cell, claim ``out``, run each cell's missing runs (of the cells in ``only``,
     when given), then report them all. With ``per_pass``, every cell's first ``per_pass`` seeds
-    run before any cell's next ones (``seed_passes``), so that an experiment stopped early has
+    run before any cell's next ones (``seed_blocks``), so that an experiment stopped early has
     its runs spread evenly over the cells [our choice: for studies larger than the time at hand].
 
     Processes sharing ``out`` split its cells: each runs the cells no other process holds
     (``LOCKS``), then waits for the others' and runs what they left (a process that died leaves
-    its cell to the next), so every process ends on the whole record and reports it. Passes but
-    the last wait for nobody: a cell held by another process is left to the last pass, whose
-    whole configs run whatever is missing."""
+    its cell to the next), so every process ends on the whole record and reports it. The passes
+    of seed blocks wait for nobody: a block held by another process is left to that last step."""
     domain = get_domain(experiment.domain)
     if tensorboard is not None:
         require_tensorboard()
-    configs = [(cell, seed_passes(config, per_pass)) for cell, config in claim(experiment, out, where)
-               if only is None or cell in only]
+    configs = [(cell, config) for cell, config in claim(experiment, out, where) if only is None or cell in only]
+    blocks = {cell: seed_blocks(config, per_pass) for cell, config in configs}
 
-    def run(number: int, cell: str, config: Any, wait: bool, last: bool) -> bool:
+    def run(number: int, cell: str, config: Any, wait: bool, redraw: bool = False) -> bool:
         """Run the cell's missing runs of ``config`` if this process holds it (waiting for it with
-        ``wait``); the ``last`` pass of several reports the whole cell even when nothing is missing."""
+        ``wait``); with ``redraw``, report ``config`` even when nothing is missing (a cell run in blocks)."""
         with locked(out / LOCKS / f"{cell}.lock", wait) as mine:
             if not mine:
                 if progress:
                     print(f"cell {number}/{len(configs)}: {cell} is run by another process; later", file=sys.stderr)
                 return False
             missing = not domain.run_ids(config) <= ResultStore.existing(out / CELLS / cell).finished()
-            if missing or last:
+            if missing or redraw:
                 if progress and missing:
                     seeds = f", seeds {config.first_seed}–{config.first_seed + config.seeds - 1}" if per_pass else ""
                     print(f"cell {number}/{len(configs)}: {cell}{seeds}", file=sys.stderr)
@@ -224,14 +223,15 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
                                       tensorboard=None if tensorboard is None else Path(tensorboard) / cell)
             return True
 
-    passes = max((len(p) for _, p in configs), default=1)
     with nullcontext() if backend.local else RaySession(backend):  # one Ray for every cell
-        for k in range(passes):
-            cells = [(n, cell, p[min(k, len(p) - 1)], len(p) > 1 and k == passes - 1)
-                     for n, (cell, p) in enumerate(configs, 1)]
-            others = [c for c in cells if not run(*c[:3], False, c[3])]
-            for number, cell, config, last in others if k == passes - 1 else ():  # the last pass runs what is left
-                run(number, cell, config, True, last)
+        for k in range(max(map(len, blocks.values()), default=0)):
+            for number, (cell, _) in enumerate(configs, 1):
+                if k < len(blocks[cell]):
+                    run(number, cell, blocks[cell][k], False)
+        others = [(n, cell, config) for n, (cell, config) in enumerate(configs, 1)
+                  if not run(n, cell, config, False, len(blocks[cell]) > 1)]
+        for number, cell, config in others:
+            run(number, cell, config, True, len(blocks[cell]) > 1)
     report([out], out)
     return 0
 
