@@ -41,7 +41,10 @@ ON_POLICY = frozenset({"ppo", "a2c-sb3"})
 Q_TEMPERATURE = 0.01
 """τ of a DQN agent's policy softmax(Q/τ): Rusu et al. 2016 (§4) distil DQN teachers through a
 softmax of their Q-values at τ = 0.01, their best temperature for the KL loss [our reading: the
-same τ makes both the policy a DQN agent uploads and the one it distils into]."""
+same τ makes both the policy a DQN agent uploads and the one it distils into, as issue 43 §2 asks:
+"distilled through the same softmax"]. ``SB3Config.q_student_temperature`` gives the other reading
+of Rusu et al.'s KL loss, teacher at τ and student at τ = 1 (their student is a policy network,
+ours a DQN that keeps learning by TD)."""
 
 ZOO: dict[tuple[str, str], dict[str, Any]] = {
     ("ppo", "CartPole-v1"): dict(n_envs=8, n_timesteps=1e5, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
@@ -112,6 +115,13 @@ class SB3Config:
     net_arch: tuple[int, ...]
     horizon: float
     q_temperature: float = Q_TEMPERATURE
+    q_student_temperature: float | None = None
+    """τ of the softmax(Q/τ) a DQN agent distils a teacher into (None: ``q_temperature``, the
+    policy it uploads; 1: Rusu et al. 2016's KL loss read with the student at τ = 1)."""
+
+    @property
+    def student_temperature(self) -> float:
+        return self.q_temperature if self.q_student_temperature is None else self.q_student_temperature
 
     @property
     def activation(self) -> str:
@@ -124,7 +134,8 @@ class SB3Config:
 
 
 def sb3_config(algo: str, env_id: str, hidden: int | None = None, lr: float | None = None,
-               overrides: Sequence[tuple[str, Any]] = (), q_temperature: float | None = None) -> SB3Config:
+               overrides: Sequence[tuple[str, Any]] = (), q_temperature: float | None = None,
+               q_student_temperature: float | None = None) -> SB3Config:
     """The zoo's hyperparameters for ``algo`` on ``env_id`` (``ZOO``), then ``h`` (hidden layers
     [h, h]), ``lr`` and the ``sb3.<name>`` overrides; an unknown name is refused."""
     cls = algorithm_class(algo)
@@ -150,7 +161,7 @@ def sb3_config(algo: str, env_id: str, hidden: int | None = None, lr: float | No
         else:
             zoo[name] = value
     return SB3Config(algo, tuple(sorted(zoo.items())), net_arch, horizon,
-                     Q_TEMPERATURE if q_temperature is None else q_temperature)
+                     Q_TEMPERATURE if q_temperature is None else q_temperature, q_student_temperature)
 
 
 @dataclass
@@ -237,12 +248,14 @@ class SB3Learner:
 
     # --- the policy as an exchange sees it -------------------------------------------------------
 
-    def log_policy(self, states: torch.Tensor) -> torch.Tensor:
-        """log π(·|s) (differentiable): the actor's distribution, or log softmax(Q/τ) for DQN."""
+    def log_policy(self, states: torch.Tensor, *, student: bool = False) -> torch.Tensor:
+        """log π(·|s) (differentiable): the actor's distribution, or log softmax(Q/τ) for DQN (the
+        student's τ when ``student``: the policy a teacher is distilled into)."""
         policy = self.model.policy
         if self.config.algo in ON_POLICY:
             return torch.log_softmax(policy.get_distribution(states).distribution.logits, -1)
-        return torch.log_softmax(policy.q_net(states) / self.config.q_temperature, -1)
+        tau = self.config.student_temperature if student else self.config.q_temperature
+        return torch.log_softmax(policy.q_net(states) / tau, -1)
 
     @torch.no_grad()
     def probabilities(self, states: np.ndarray) -> np.ndarray:
@@ -252,7 +265,7 @@ class SB3Learner:
 
     @torch.no_grad()
     def cross_entropy(self, states: np.ndarray, target_probs: np.ndarray) -> float:
-        logp = self.log_policy(torch.as_tensor(states, dtype=torch.float32))
+        logp = self.log_policy(torch.as_tensor(states, dtype=torch.float32), student=True)
         return float(-(torch.as_tensor(target_probs, dtype=torch.float32) * logp).sum(-1).mean())
 
     def policy_parameters(self) -> list[nn.Parameter]:
@@ -276,7 +289,7 @@ class SB3Learner:
         done = 0
         for idx in distill_minibatches(len(x_all), rng, epochs=epochs, batch=batch, steps=steps):
             self.distill_opt.zero_grad(set_to_none=True)
-            loss = -(p_all[idx] * self.log_policy(x_all[idx])).sum(-1).mean()
+            loss = -(p_all[idx] * self.log_policy(x_all[idx], student=True)).sum(-1).mean()
             loss.backward()
             self.distill_opt.step()
             done += 1

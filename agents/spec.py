@@ -5,7 +5,8 @@ A key an entry leaves out is the common ``--hidden`` / ``--recipe`` / the recipe
 ``algo=`` picks the learner: ``frd`` (our n-step A2C, the default) or a Stable-Baselines3
 algorithm (``ppo``, ``a2c-sb3``, ``dqn``; ``frd.agents.sb3``), whose rl-zoo hyperparameters
 ``sb3.<name>=value`` pairs override (e.g. ``algo=ppo,sb3.n_epochs=10``) and whose hidden layers
-``h`` sets ([h, h]; left out: the zoo's). ``qtemp`` is a DQN agent's τ in softmax(Q/τ)."""
+``h`` sets ([h, h]; left out: the zoo's). ``qtemp`` is a DQN agent's τ in softmax(Q/τ), and
+``qstudent`` the τ of the softmax it distils a teacher into (left out: ``qtemp``)."""
 from __future__ import annotations
 
 import math
@@ -17,7 +18,8 @@ from frd.agents.a2c import recipe as a2c_recipe
 from frd.agents.sb3 import ALGORITHMS, FRD, SB3Config, sb3_config
 from frd.errors import FrdError
 
-KEYS = {"h": "hidden", "lr": "lr", "recipe": "recipe", "algo": "algo", "qtemp": "q_temperature"}
+KEYS = {"h": "hidden", "lr": "lr", "recipe": "recipe", "algo": "algo", "qtemp": "q_temperature",
+        "qstudent": "q_student_temperature"}
 """Key in ``--agent-spec`` → field of ``AgentSpec`` (and ``sb3.<name>``: one of its ``sb3`` pairs)."""
 SB3_PREFIX = "sb3."
 
@@ -32,6 +34,7 @@ class AgentSpec:
     algo: str | None = None    # learner: frd (None) or an SB3 algorithm of frd.agents.sb3.ALGORITHMS
     sb3: tuple[tuple[str, Any], ...] = ()  # SB3 hyperparameters over the zoo's, (name, value)
     q_temperature: float | None = None    # a DQN agent's τ (None: frd.agents.sb3.Q_TEMPERATURE)
+    q_student_temperature: float | None = None  # the τ it distils into (None: q_temperature)
 
     def __post_init__(self) -> None:
         if self.hidden is not None and self.hidden < 1:
@@ -42,13 +45,14 @@ class AgentSpec:
             raise FrdError(f"--agent-spec: unknown recipe {self.recipe!r}; choose one of {', '.join(RECIPES)}")
         if self.algo is not None and self.algo not in ALGORITHMS and self.algo != FRD:
             raise FrdError(f"--agent-spec: unknown algo {self.algo!r}; choose one of {', '.join([FRD, *ALGORITHMS])}")
-        if not self.is_sb3 and (self.sb3 or self.q_temperature is not None):
-            raise FrdError("--agent-spec: sb3.<name> and qtemp are for Stable-Baselines3 learners (algo=ppo, a2c-sb3 "
-                           "or dqn)")
+        if not self.is_sb3 and (self.sb3 or self.q_temperature is not None or self.q_student_temperature is not None):
+            raise FrdError("--agent-spec: sb3.<name>, qtemp and qstudent are for Stable-Baselines3 learners (algo=ppo, "
+                           "a2c-sb3 or dqn)")
         if self.is_sb3 and self.recipe is not None:
             raise FrdError(f"--agent-spec: recipe is one of our A2C's; algo={self.algo} takes sb3.<name> pairs")
-        if self.q_temperature is not None and not (math.isfinite(self.q_temperature) and self.q_temperature > 0):
-            raise FrdError(f"--agent-spec: qtemp must be a finite number > 0, got {self.q_temperature}")
+        for key, tau in (("qtemp", self.q_temperature), ("qstudent", self.q_student_temperature)):
+            if tau is not None and not (math.isfinite(tau) and tau > 0):
+                raise FrdError(f"--agent-spec: {key} must be a finite number > 0, got {tau}")
 
     @property
     def is_sb3(self) -> bool:
@@ -63,7 +67,8 @@ class AgentSpec:
     def sb3_config(self, env_id: str) -> SB3Config:
         """This SB3 agent's resolved learner (``frd.agents.sb3.sb3_config``)."""
         assert self.algo is not None
-        return sb3_config(self.algo, env_id, self.hidden, self.lr, self.sb3, self.q_temperature)
+        return sb3_config(self.algo, env_id, self.hidden, self.lr, self.sb3, self.q_temperature,
+                          self.q_student_temperature)
 
     def a2c(self, recipe: str, hidden: int, activation: str) -> A2CConfig:
         """This agent's A2C config, the common ``recipe``, ``hidden`` and ``activation`` filling the gaps."""
@@ -102,7 +107,7 @@ def _entry(text: str) -> AgentSpec:
 
 def _value(key: str, text: str) -> int | float | str:
     try:
-        return int(text) if key == "h" else float(text) if key in ("lr", "qtemp") else text
+        return int(text) if key == "h" else float(text) if key in ("lr", "qtemp", "qstudent") else text
     except ValueError:
         raise FrdError(f"--agent-spec: {key} takes {'an integer' if key == 'h' else 'a number'}, got {text!r}") from None
 

@@ -54,7 +54,8 @@ LEARNERS = {"frd": "our A2C", "ppo": "PPO (SB3)", "dqn": "DQN (SB3)", "a2c-sb3":
 RECORD_TABLES = ("runs", "episodes", "rounds", "ledger", "provenance")
 """The tables of a run (its saved agents aside): what ``--flatten`` keeps and ``--convert`` restores."""
 TITLES = {"sb3_pairs": "CartPole-v1, 2 agents: an SB3 learner beside our A2C",
-          "sb3_all": "8 SB3 agents (3 PPO, 3 A2C, 2 DQN)"}
+          "sb3_all": "8 SB3 agents (3 PPO, 3 A2C, 2 DQN)",
+          "sb3_qstudent": "CartPole-v1, a DQN (student τ = 1) beside our A2C"}
 
 
 class Study:

@@ -98,6 +98,30 @@ def test_a_dqn_agents_policy_is_the_softmax_of_its_q_values_at_its_temperature()
     assert learner.state("critic") == {}  # DQN has no critic to average
 
 
+def test_a_dqn_agent_with_qstudent_uploads_at_qtemp_and_distils_into_softmax_q_at_qstudent():
+    torch.set_num_threads(1)
+    spec, = parse_agent_spec("algo=dqn,h=8,qtemp=0.5,qstudent=2")
+    learner = SB3Learner(spec.sb3_config("CartPole-v1"), "CartPole-v1", seed=1, init_seed=2)
+    states = np.array([[0.1, -0.2, 0.03, 0.4], [-0.5, 0.2, -0.1, 0.0]], np.float32)
+    target = np.array([[0.9, 0.1], [0.3, 0.7]])
+    with torch.no_grad():
+        q = learner.model.q_net(torch.as_tensor(states)).numpy().astype(np.float64)
+    upload = np.exp(q / 0.5) / np.exp(q / 0.5).sum(1, keepdims=True)
+    np.testing.assert_allclose(learner.probabilities(states), upload, rtol=1e-5)
+    student = q / 2 - np.log(np.exp(q / 2).sum(1, keepdims=True))
+    assert learner.cross_entropy(states, target) == pytest.approx(-(target * student).sum(1).mean(), rel=1e-5)
+    weights = [p.detach().clone() for p in learner.policy_parameters()]
+    learner.distill(states, target.astype(np.float32), np.random.default_rng(0), epochs=1, batch=2, lr=0.01, steps=1)
+    # one Adam step from zero moments moves every weight with a gradient by lr·sign(gradient)
+    params = [p.detach().clone().requires_grad_() for p in weights]
+    h = torch.relu(torch.as_tensor(states) @ params[0].T + params[1])
+    h = torch.relu(h @ params[2].T + params[3])
+    logp = torch.log_softmax((h @ params[4].T + params[5]) / 2, -1)
+    grads = torch.autograd.grad(-(torch.as_tensor(target, dtype=torch.float32) * logp).sum(-1).mean(), params)
+    for before, after, g in zip(weights, learner.policy_parameters(), grads):
+        np.testing.assert_allclose((after.detach() - before).numpy(), (-0.01 * g / (g.abs() + 1e-8)).numpy(), atol=1e-6)
+
+
 @pytest.mark.parametrize("method, per_entry", [("pd", (4 + 2) * 32), ("frd", (4 + 2) * 32)])
 def test_an_sb3_agents_upload_is_charged_entries_times_bits_per_entry(method, per_entry):
     tables = _tables(method, agent_spec="algo=ppo,sb3.n_steps=32,sb3.batch_size=32;h=64")[f"{method}-seed0"]
@@ -161,9 +185,11 @@ def test_frl_averages_an_sb3_ppo_actor_with_ours_layer_by_layer():
     ("algo=sac", "--agent-spec: unknown algo 'sac'; choose one of frd, ppo, a2c-sb3, dqn"),
     ("algo=ppo,sb3.n_step=8", "--agent-spec: PPO has no hyperparameter 'n_step'; the sb3.<name> keys are "),
     ("algo=dqn,sb3.seed=3", "--agent-spec: DQN has no hyperparameter 'seed'"),
-    ("h=64,sb3.n_steps=8", "--agent-spec: sb3.<name> and qtemp are for Stable-Baselines3 learners"),
+    ("h=64,sb3.n_steps=8", "--agent-spec: sb3.<name>, qtemp and qstudent are for Stable-Baselines3 learners"),
+    ("h=64,qstudent=1", "--agent-spec: sb3.<name>, qtemp and qstudent are for Stable-Baselines3 learners"),
     ("algo=ppo,recipe=rlcode", "--agent-spec: recipe is one of our A2C's"),
     ("algo=dqn,qtemp=0", "--agent-spec: qtemp must be a finite number > 0"),
+    ("algo=dqn,qstudent=nan", "--agent-spec: qstudent must be a finite number > 0"),
 ])
 def test_bad_sb3_specs_are_one_line_exit_2_and_nothing_written(tmp_path, capsys, spec, message):
     with pytest.raises(FrdError, match="^" + message.replace("(", r"\(").replace(".", r"\.")):

@@ -178,7 +178,7 @@ NOT_IN_KEY = ("seeds", "first_seed", "methods", "threads")
 ``first_seed`` left the key on 2026-12-06, so that a folder can gather seeds in passes) and how
 they compute."""
 
-SPEC_ADDED_LATER = {"algo": None, "sb3": (), "q_temperature": None}
+SPEC_ADDED_LATER = {"algo": None, "sb3": (), "q_temperature": None, "q_student_temperature": None}
 """``AgentSpec`` fields added after results were saved, with their defaults (as ``ADDED_LATER``)."""
 
 COMMON_FIELDS = frozenset(f.name for f in fields(RLConfig)) - {"options"}
