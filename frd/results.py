@@ -373,16 +373,18 @@ class ResultStore:
 
     def save_run(self, tables: Mapping[str, Any]) -> None:
         """Write one finished run's tables; ``runs`` (one row, with ``run_id``) must be among them.
-        ``provenance`` comes with them when the run computed elsewhere (else it is this machine's),
-        its saved models (bytes) when it has any (:data:`MODELS`). A run saved before (then found
-        damaged) first stops counting as finished."""
+        ``provenance`` comes with them when the run computed elsewhere (else it is this machine's;
+        its ``command``, where it has one, is kept: a record restored from a flat copy still names
+        the command that ran it, else it is this process's), its saved models (bytes) when it has
+        any (:data:`MODELS`). A run saved before (then found damaged) first stops counting as finished."""
         if RUNS_TABLE not in tables:
             raise ValueError("a finished run needs its runs row")
         models: bytes | None = tables.get(MODELS)
         tables = {name: frame for name, frame in tables.items() if name != MODELS}
         rid = str(tables[RUNS_TABLE]["run_id"].iloc[0])
         where = tables[PROVENANCE_TABLE] if PROVENANCE_TABLE in tables else machine_provenance()
-        row = {"run_id": rid, **where.iloc[0].to_dict(), "command": " ".join(sys.argv)}
+        row = {"run_id": rid, **where.iloc[0].to_dict()}
+        row.setdefault("command", " ".join(sys.argv))
         tables = {**tables, PROVENANCE_TABLE: pd.DataFrame([row])}
         try:
             self._manifest(rid).unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 it back into a fresh folder gives the same runs, and ``frd report`` the same summary, number for
 number; a ``method`` axis is the run's own column, not a second one; the seed study's committed record gives
 its committed table byte for byte; a classification record flattens and converts table by table."""
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -68,7 +69,9 @@ def test_a_classification_record_flattens_table_by_table_and_converts_back(tmp_p
     monkeypatch.setattr("frd.report._save", lambda figure, stem: None)
     file = tmp_path / "tiny.toml"
     file.write_text(CLS_TINY)  # an axis named like the runs' column
+    monkeypatch.setattr(sys, "argv", ["frd", "run", "tiny.toml"])
     assert main(["run", str(file), "--out", str(tmp_path / "ran"), "--no-progress"]) == 0
+    monkeypatch.setattr(sys, "argv", ["convert"])
     tables = ("runs", "rounds", "ledger", "provenance")
     flat = records.flatten_tables(file, tmp_path / "ran", tables)
     assert flat["runs"][["cell.method", "method"]].values.tolist() == [
@@ -78,8 +81,9 @@ def test_a_classification_record_flattens_table_by_table_and_converts_back(tmp_p
         paths[table] = tmp_path / f"{table}.csv"
         frame.to_csv(paths[table], index=False)
     assert records.convert_tables(paths, file, tmp_path / "converted") == 4
-    again = records.flatten_tables(file, tmp_path / "converted", tables[:3])
-    for table in tables[:3]:
+    again = records.flatten_tables(file, tmp_path / "converted", tables)
+    for table in tables:  # provenance too: the command that ran each run, not the conversion's
         pd.testing.assert_frame_equal(again[table], flat[table], check_exact=True)
+    assert set(again["provenance"]["command"]) == {"frd run tiny.toml"}
     pd.testing.assert_frame_equal(report([tmp_path / "converted"], tmp_path / "c"),
                                   report([tmp_path / "ran"], tmp_path / "r"), check_exact=True)
