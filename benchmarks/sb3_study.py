@@ -176,6 +176,7 @@ def plot(study: Study, table: pd.DataFrame, path: Path) -> None:
                                                       rows["episodes_iqm_hi"] - rows["episodes_iqm"]],
                         fmt="o", capsize=3, label=LEARNERS.get(learner, learner))
         ax.set(title=", ".join(map(str, np.atleast_1d(panel))), xticks=range(len(variants)), xticklabels=variants,
+               xlim=(-0.5, len(variants) - 0.5),  # one variant: its learners side by side, not across the panel
                ylim=(0, 1.05 * np.nanmax(table[["episodes_iqm", "episodes_iqm_hi"]])),  # one scale from zero
                ylabel="episodes to its own mission, IQM (95 % CI)")
         ax.grid(alpha=0.3, axis="y")
