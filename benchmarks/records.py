@@ -81,7 +81,8 @@ def flatten_tables(experiment_file: Path, out: Path, tables: Sequence[str]) -> d
             rows = store.read(table)
             axes = pd.DataFrame({CELL + axis: [value] * len(rows) for axis, value in values.items()})
             frames[table].append(pd.concat([axes, rows], axis=1))
-    return {table: pd.concat(parts, ignore_index=True) for table, parts in frames.items()}
+    # a cell with no runs yet adds no rows, and must not turn the others' integer columns into floats
+    return {table: pd.concat([p for p in parts if len(p)] or parts, ignore_index=True) for table, parts in frames.items()}
 
 
 def axes_named(frame: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:

@@ -87,3 +87,14 @@ def test_a_classification_record_flattens_table_by_table_and_converts_back(tmp_p
     assert set(again["provenance"]["command"]) == {"frd run tiny.toml"}
     pd.testing.assert_frame_equal(report([tmp_path / "converted"], tmp_path / "c"),
                                   report([tmp_path / "ran"], tmp_path / "r"), check_exact=True)
+
+
+def test_a_cell_without_runs_leaves_the_others_integer_columns_integers(tmp_path):
+    """Half an experiment run: the empty cell must not turn seeds, rounds and bits into floats,
+    which a converted record would then write as ``0.0``."""
+    file = tmp_path / "tiny.toml"
+    file.write_text(TINY)
+    assert main(["run", str(file), "--out", str(tmp_path / "ran"), "--cells", "method=frd", "--no-progress"]) == 0
+    flat = records.flatten_tables(file, tmp_path / "ran", ("runs", "rounds", "ledger"))
+    assert set(flat["runs"]["cell.method"]) == {"frd"}
+    assert flat["runs"]["seed"].dtype.kind == flat["rounds"]["round"].dtype.kind == flat["ledger"]["bits"].dtype.kind == "i"
