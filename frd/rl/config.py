@@ -56,7 +56,7 @@ class RLConfig:
     agent_spec: tuple[AgentSpec, ...] = field(default=(), metadata={"parse": str, "metavar": "SPEC"})
     """Per-agent learners, cycled over the agents, e.g. 'h=32;h=64;h=128,lr=3e-4;recipe=rlcode' or
     'algo=ppo;algo=dqn,sb3.learning_starts=500;h=64' (keys h, lr, recipe, algo=frd|ppo|a2c-sb3|dqn, sb3.<name>,
-    qtemp; a missing key: the common one; ``frd.agents.spec``)."""
+    qtemp, qstudent; a missing key: the common one; ``frd.agents.spec``)."""
     init: str = field(default="shared", metadata={"choices": INITS})
     """Initial weights: shared by the agents of one architecture (a server's initial model), or separate."""
     max_episodes: int = 2000
