@@ -55,7 +55,7 @@ RECORD_TABLES = ("runs", "episodes", "rounds", "ledger", "provenance")
 """The tables of a run (its saved agents aside): what ``--flatten`` keeps and ``--convert`` restores."""
 TITLES = {"sb3_pairs": "CartPole-v1, 2 agents: an SB3 learner beside our A2C",
           "sb3_all": "8 SB3 agents (3 PPO, 3 A2C, 2 DQN)",
-          "sb3_qstudent": "CartPole-v1, a DQN (student τ = 1) beside our A2C"}
+          "sb3_qstudent": "CartPole-v1, a DQN beside our A2C: its student τ (default τ = 0.01, or qstudent=1)"}
 
 
 class Study:
