@@ -53,6 +53,9 @@ LEARNERS = {"frd": "our A2C", "ppo": "PPO (SB3)", "dqn": "DQN (SB3)", "a2c-sb3":
 """``runs.csv``'s algorithm names as the table shows them."""
 RECORD_TABLES = ("runs", "episodes", "rounds", "ledger", "provenance")
 """The tables of a run (its saved agents aside): what ``--flatten`` keeps and ``--convert`` restores."""
+MIN_RUNS = 5
+"""Fewer runs than this give a cell no verdict and no P interval [our choice]: with 2 runs a side,
+a stratified bootstrap resamples 2 values, and a P of 0 comes with the interval [0.00–0.00]."""
 TITLES = {"sb3_pairs": "CartPole-v1, 2 agents: an SB3 learner beside our A2C",
           "sb3_all": "8 SB3 agents (3 PPO, 3 A2C, 2 DQN)",
           "sb3_qstudent": "CartPole-v1, a DQN beside our A2C: its student τ (default τ = 0.01, or qstudent=1)"}
@@ -136,6 +139,8 @@ def verdict(study: Study, row: pd.Series) -> str:
     """The sharing study's ``interval_verdict`` of P's interval, in words ("" for the baseline)."""
     if row[study.compared] == BASELINE or np.isnan(row["p_lo"]):
         return ""
+    if row["runs"] < MIN_RUNS:
+        return "too few runs"
     shown = interval_verdict(row["p_lo"], row["p_hi"])
     return "no clear difference" if shown == "–" else shown
 
@@ -151,7 +156,8 @@ def markdown(study: Study, table: pd.DataFrame) -> str:
              "P(fewer than alone) [95 % CI]", "verdict", "wire Mbit/agent"]
     lines = ["| " + " | ".join(heads) + " |", "|---" * len(heads) + "|"]
     for _, r in table.iterrows():
-        p = "–" if np.isnan(r["p_better_than_alone"]) else f"{r['p_better_than_alone']:.2f}" + _interval(r, "p_", ".2f")
+        p = "–" if np.isnan(r["p_better_than_alone"]) else f"{r['p_better_than_alone']:.2f}" + (
+            _interval(r, "p_", ".2f") if r["runs"] >= MIN_RUNS else "")
         learner = LEARNERS.get(r["learner"], r["learner"])
         if r["agents_per_run"] > 1:
             learner += f" ×{r['agents_per_run']}"

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.sb3_study import Study, summary
+from benchmarks.sb3_study import Study, markdown, summary
 
 FILE = 'domain = "rl"\nseeds = {seeds}\n[sweep]\nenv = {{ cartpole = {{ env = "CartPole-v1" }} }}\n' \
        'method = ["independent", "pd"]\n'
@@ -51,3 +51,10 @@ def test_a_cell_short_of_its_seeds_is_left_out_and_named_unless_partial(study, c
     assert summary(study(3), _agents()).empty
     assert "('cartpole', 'pd'): 2 of 3 runs so far, left out" in capsys.readouterr().out
     assert len(summary(study(3), _agents(), partial=True)) == 4
+
+
+def test_a_cell_of_few_runs_gets_p_without_an_interval_and_no_verdict(study):
+    """2 runs a side: the bootstrap's interval of P 0.75 would look certain; the table says so instead."""
+    lines = markdown(study(2), summary(study(2), _agents())).splitlines()
+    ppo = next(line for line in lines if line.startswith("| cartpole | pd | PPO (SB3) ×2 |"))
+    assert "| 0.75 | too few runs |" in ppo and "[" not in ppo.split("|")[7]
