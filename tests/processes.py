@@ -23,11 +23,16 @@ def start_frd(args: list[str], log: Path) -> subprocess.Popen:
 
 
 def wait_for(ready, process: subprocess.Popen, log: Path, what: str, timeout_s: float = 180.0) -> None:
-    """Until ``ready()``; ``process`` exiting first or ``timeout_s`` passing fails the test."""
+    """Until ``ready()``; ``process`` exiting first or ``timeout_s`` passing fails the test, and a
+    timed-out ``process`` is killed first (its reaper then ends what runs below it), so that a
+    failing test leaves nothing running."""
     deadline = time.monotonic() + timeout_s
     while not ready():
         assert process.poll() is None, f"{what}: the process exited ({process.returncode}): {log.read_text()[-2000:]}"
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:.0f} s: {log.read_text()[-2000:]}"
+        if time.monotonic() >= deadline:
+            process.kill()
+            process.wait()
+            raise AssertionError(f"{what}: not within {timeout_s:.0f} s: {log.read_text()[-2000:]}")
         time.sleep(0.1)
 
 
