@@ -41,7 +41,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.records import axes_named, convert_tables, flatten_tables, write_compressed  # noqa: E402
+from benchmarks.records import axes_named, convert_tables, flatten_tables, write_flat_table  # noqa: E402
 from frd.channel import ACCESS, make_wireless  # noqa: E402
 from frd.classification.config import ClsConfig  # noqa: E402
 from frd.classification.context import RunContext  # noqa: E402
@@ -74,7 +74,7 @@ def record_tables(work: Path, flatten_to: Path | None) -> tuple[pd.DataFrame, ..
     flat = flatten_tables(EXPERIMENT, work, TABLES)
     if flatten_to is not None:
         for table, frame in flat.items():
-            write_compressed(frame, flatten_to / RECORD.format(table))
+            write_flat_table(frame, flatten_to / RECORD.format(table))
     return tuple(axes_named(flat[table], KEYS).assign(partition=lambda f: f["partition"].map(PARTITIONS))
                  for table in TABLES[:3])
 

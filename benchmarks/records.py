@@ -35,11 +35,56 @@ PROVENANCE = ["python", "frd", "torch", "numba", "gymnasium", "numpy", "pandas",
 """Where a run computed (``provenance.csv``): package versions, code hash, CPU."""
 
 
+SIZE_LIMIT = 2_000_000
+"""Bytes: a flat table that compresses to more than this is written one file per cell [our
+choice: the repository tracks no file over 2 MB, and a study's episodes outgrow that]."""
+
+
 def write_compressed(frame: pd.DataFrame, path: Path) -> None:
     """``frame`` as a gzip-compressed CSV (``pd.read_csv`` reads it back) with no time or name in
     its header, so the same table always gives the same bytes: a large flat record stays small in
     git and a rewrite changes nothing."""
-    path.write_bytes(gzip.compress(frame.to_csv(index=False).encode(), mtime=0))
+    path.write_bytes(_compressed(frame))
+
+
+def _compressed(frame: pd.DataFrame) -> bytes:
+    return gzip.compress(frame.to_csv(index=False).encode(), mtime=0)
+
+
+def _parts(path: Path) -> tuple[str, str]:
+    """``path``'s name split before its first suffix: ``t.csv.gz`` → (``t``, ``csv.gz``)."""
+    stem, _, suffix = path.name.partition(".")
+    return stem, suffix
+
+
+def write_flat_table(frame: pd.DataFrame, path: Path) -> list[Path]:
+    """A flat table (``flatten_tables``) compressed at ``path`` (``write_compressed``), or, where
+    that is over ``SIZE_LIMIT``, one file per cell beside it, ``<stem>.<its axis values>.<suffix>``,
+    each with the header and its cell's rows in order: together the same CSV text. The other
+    form's files go first, so ``read_flat_table`` never mixes an old whole with new parts.
+    Returns the files written."""
+    stem, suffix = _parts(path)
+    for old in [path, *path.parent.glob(f"{stem}.*.{suffix}")]:
+        old.unlink(missing_ok=True)
+    whole = _compressed(frame)
+    if len(whole) <= SIZE_LIMIT:
+        path.write_bytes(whole)
+        return [path]
+    cells = [c for c in frame.columns if c.startswith(CELL)]
+    written = []
+    for values, rows in frame.groupby(cells, sort=False):
+        written.append(path.with_name(f"{stem}.{'-'.join(map(str, values))}.{suffix}"))
+        write_compressed(rows, written[-1])
+    return written
+
+
+def read_flat_table(path: Path) -> list[pd.DataFrame]:
+    """The flat table ``write_flat_table`` wrote at ``path``: the whole, or its cells' files."""
+    stem, suffix = _parts(path)
+    paths = [path] if path.exists() else sorted(path.parent.glob(f"{stem}.*.{suffix}"))
+    if not paths:
+        raise FileNotFoundError(f"{path}: no flat table here, whole or one file per cell")
+    return [pd.read_csv(p) for p in paths]
 
 
 def _resolved(experiment_file: Path, out: Path) -> list[tuple[Cell, Any]]:
@@ -91,15 +136,15 @@ def axes_named(frame: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
     return frame.drop(columns=[a for a in axes if a in frame]).rename(columns={f"{CELL}{a}": a for a in axes})
 
 
-def _convert(flat: Mapping[str, pd.DataFrame], experiment_file: Path, out: Path) -> int:
-    """Write every run of the flat tables (``runs`` among them, axes as ``cell.<axis>``) into the
-    experiment's record in ``out`` (each cell's folder as ``frd run`` writes it: config, parts,
-    manifests); the runs already there stay. Returns how many were added."""
+def _convert(flat: Mapping[str, Sequence[pd.DataFrame]], experiment_file: Path, out: Path) -> int:
+    """Write every run of the flat tables (each one frame or its cells' frames; ``runs`` among
+    them, axes as ``cell.<axis>``) into the experiment's record in ``out`` (each cell's folder as
+    ``frd run`` writes it: config, parts, manifests); the runs already there stay. Returns how
+    many were added."""
     added = 0
     for values, store in _cells(experiment_file, out):
         cell = pd.Series({CELL + axis: value for axis, value in values.items()})
-        mine = {table: frame[(frame[list(cell.index)] == cell).all(axis=1)].drop(columns=list(cell.index))
-                for table, frame in flat.items()}
+        mine = {table: _rows_of(frames, cell) for table, frames in flat.items()}
         done = store.finished()
         for rid in mine["runs"]["run_id"]:
             if rid not in done:
@@ -110,9 +155,17 @@ def _convert(flat: Mapping[str, pd.DataFrame], experiment_file: Path, out: Path)
     return added
 
 
+def _rows_of(frames: Sequence[pd.DataFrame], cell: pd.Series) -> pd.DataFrame:
+    """The rows of one cell, its axis columns dropped; from the one frame that holds them where
+    the table came one file per cell (a concat would make an integer column beside another
+    cell's empty one a float, written back as ``0.0``)."""
+    rows = [f[(f[list(cell.index)] == cell).all(axis=1)].drop(columns=list(cell.index)) for f in frames]
+    return pd.concat([r for r in rows if len(r)] or rows[:1], ignore_index=True)
+
+
 def convert_tables(tables: Mapping[str, Path], experiment_file: Path, out: Path) -> int:
-    """``_convert`` of the flat tables in ``tables`` (table → CSV)."""
-    return _convert({table: pd.read_csv(path) for table, path in tables.items()}, experiment_file, out)
+    """``_convert`` of the flat tables at ``tables`` (table → where ``write_flat_table`` wrote it)."""
+    return _convert({table: read_flat_table(path) for table, path in tables.items()}, experiment_file, out)
 
 
 def convert(record: Path, experiment_file: Path, out: Path) -> int:
@@ -120,6 +173,6 @@ def convert(record: Path, experiment_file: Path, out: Path) -> int:
     runs = pd.read_csv(record)
     axes = [axis for axis in read_file(experiment_file)[2] if axis != SKIP_KEY]
     cell = runs[axes].add_prefix(CELL)
-    return _convert({"runs": pd.concat([cell, runs[RUN_COLUMNS]], axis=1),
-                     "provenance": pd.concat([cell, runs[["run_id"]], runs.reindex(columns=PROVENANCE)], axis=1)},
+    return _convert({"runs": [pd.concat([cell, runs[RUN_COLUMNS]], axis=1)],
+                     "provenance": [pd.concat([cell, runs[["run_id"]], runs.reindex(columns=PROVENANCE)], axis=1)]},
                     experiment_file, out)

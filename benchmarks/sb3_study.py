@@ -23,7 +23,8 @@ this script reads each agent's episodes from the record and writes:
 
 ``--redraw`` reads the committed ``<name>_agents.csv`` instead of the record (which holds every
 saved agent, too large to commit). ``--flatten`` also writes the record's tables flat and
-compressed (``<name>_record_<table>.csv.gz``, ``benchmarks.records``), and ``--convert`` turns them
+compressed (``<name>_record_<table>.csv.gz``, or one file per cell where that would pass 2 MB,
+``<name>_record_<table>.<cell's values>.csv.gz``; ``benchmarks.records``), and ``--convert`` turns them
 back into the record, so that a study run over several sessions resumes where it stopped. A cell
 with fewer runs than the file's seeds is named and left out, unless ``--partial``: then its row
 counts what it has.
@@ -41,7 +42,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.records import axes_named, cell_configs, convert_tables, flatten_tables, write_compressed  # noqa: E402
+from benchmarks.records import axes_named, cell_configs, convert_tables, flatten_tables, write_flat_table  # noqa: E402
 from benchmarks.sharing_study import interval_verdict  # noqa: E402
 from frd.experiment_file import SKIP_KEY, read_file  # noqa: E402
 from frd.stats import improvement_ci, iqm_ci  # noqa: E402
@@ -135,11 +136,16 @@ def summary(study: Study, agents: pd.DataFrame, partial: bool = False) -> pd.Dat
     return pd.DataFrame(rows)
 
 
+def few_runs(row: pd.Series) -> bool:
+    """Whether a summary row has too few runs for a verdict or a P interval (``MIN_RUNS``)."""
+    return bool(row["runs"] < MIN_RUNS)
+
+
 def verdict(study: Study, row: pd.Series) -> str:
     """The sharing study's ``interval_verdict`` of P's interval, in words ("" for the baseline)."""
     if row[study.compared] == BASELINE or np.isnan(row["p_lo"]):
         return ""
-    if row["runs"] < MIN_RUNS:
+    if few_runs(row):
         return "too few runs"
     shown = interval_verdict(row["p_lo"], row["p_hi"])
     return "no clear difference" if shown == "–" else shown
@@ -157,7 +163,7 @@ def markdown(study: Study, table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(heads) + " |", "|---" * len(heads) + "|"]
     for _, r in table.iterrows():
         p = "–" if np.isnan(r["p_better_than_alone"]) else f"{r['p_better_than_alone']:.2f}" + (
-            _interval(r, "p_", ".2f") if r["runs"] >= MIN_RUNS else "")
+            "" if few_runs(r) else _interval(r, "p_", ".2f"))
         learner = LEARNERS.get(r["learner"], r["learner"])
         if r["agents_per_run"] > 1:
             learner += f" ×{r['agents_per_run']}"
@@ -202,7 +208,8 @@ def main() -> None:
     parser.add_argument("--partial", action="store_true", help="also the cells with fewer runs than the file's seeds")
     record = parser.add_mutually_exclusive_group()
     record.add_argument("--flatten", action="store_true",
-                        help="also write the record's tables, flat and compressed, as <name>_record_<table>.csv.gz")
+                        help="also write the record's tables, flat and compressed, as <name>_record_<table>.csv.gz "
+                             "(one file per cell past 2 MB)")
     record.add_argument("--convert", action="store_true",
                         help="first turn those flat tables back into the record in --work (frd run resumes it)")
     args = parser.parse_args()
@@ -218,7 +225,7 @@ def main() -> None:
         flat = flatten_tables(study.experiment, work, RECORD_TABLES if args.flatten else ("episodes", "runs"))
         if args.flatten:
             for table, frame in flat.items():
-                write_compressed(frame, record_path(args.out, study, table))
+                write_flat_table(frame, record_path(args.out, study, table))
         agents = agents_of(study, work, flat)
         agents.to_csv(args.out / f"{study.name}_agents.csv", index=False)
     table = summary(study, agents, args.partial)

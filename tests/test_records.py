@@ -1,7 +1,9 @@
 """A study's flat record (benchmarks/records.py): flattening an experiment's record and converting
 it back into a fresh folder gives the same runs, and ``frd report`` the same summary, number for
 number; a ``method`` axis is the run's own column, not a second one; the seed study's committed record gives
-its committed table byte for byte; a classification record flattens and converts table by table."""
+its committed table byte for byte; a classification record flattens and converts table by table;
+a table past the size limit is written, and read back, one file per cell."""
+import gzip
 import sys
 from pathlib import Path
 
@@ -50,6 +52,34 @@ def test_the_seed_studys_committed_grid_record_gives_its_committed_table(tmp_pat
     report([tmp_path / "grid"], tmp_path / "grid")
     assert (tmp_path / "grid" / "summary.csv").read_bytes() == (results / "seed_study_grid.csv").read_bytes()
 
+
+
+def test_a_table_past_the_size_limit_is_a_file_per_cell_that_converts_back_the_same(tmp_path, monkeypatch):
+    """Past ``SIZE_LIMIT`` a flat table is written one file per cell: their rows in order are the
+    whole table's CSV, the whole written before is gone (a reader never mixes the two), and
+    converting the parts gives the same record back, text for text; under the limit again, the
+    parts go and the whole returns."""
+    file = tmp_path / "tiny.toml"
+    file.write_text(TINY)
+    assert main(["run", str(file), "--out", str(tmp_path / "ran"), "--no-progress"]) == 0
+    tables = ("runs", "episodes", "provenance")
+    flat = records.flatten_tables(file, tmp_path / "ran", tables)
+    (tmp_path / "flat").mkdir()
+    paths = {table: tmp_path / "flat" / f"t_{table}.csv.gz" for table in tables}
+    assert records.write_flat_table(flat["episodes"], paths["episodes"]) == [paths["episodes"]]
+    monkeypatch.setattr(records, "SIZE_LIMIT", 100)  # bytes: each of these tables compresses to more
+    written = {table: records.write_flat_table(flat[table], path) for table, path in paths.items()}
+    assert [p.name for p in written["episodes"]] == ["t_episodes.frd.csv.gz", "t_episodes.independent.csv.gz"]
+    assert not paths["episodes"].exists()
+    first, second = (gzip.decompress(p.read_bytes()).decode().splitlines(keepends=True) for p in written["episodes"])
+    assert first[0] == second[0] and "".join(first + second[1:]) == flat["episodes"].to_csv(index=False)
+    assert records.convert_tables(paths, file, tmp_path / "converted") == 4
+    again = records.flatten_tables(file, tmp_path / "converted", tables)
+    for table in tables:
+        assert again[table].to_csv(index=False) == flat[table].to_csv(index=False)
+    monkeypatch.setattr(records, "SIZE_LIMIT", 10**9)
+    assert records.write_flat_table(flat["episodes"], paths["episodes"]) == [paths["episodes"]]
+    assert sorted(p.name for p in (tmp_path / "flat").glob("t_episodes*")) == ["t_episodes.csv.gz"]
 
 CLS_TINY = '''domain = "cls"
 dataset = "digits"
