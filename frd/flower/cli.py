@@ -118,7 +118,7 @@ def run_sim(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="frd-flwr-") as tmp:
         home, port = Path(tmp), free_port()
         write_home(home, f"{LOOPBACK}:{port}")
-        guard = reaper.start()
+        guard = reaper.start(remove=(tmp,))  # killed, this command leaves no home behind
         try:
             link = start(superlink_command(LOOPBACK, port, simulation=True), home, log)
             try:
@@ -151,13 +151,14 @@ def run_deployed(args: argparse.Namespace) -> int:
 def _serve(launch: Callable[[Path, Path, list[subprocess.Popen]], None], what: str) -> int:
     """Start Flower's processes (``launch`` appends each to the list), then wait until one exits or
     this command is stopped; either way stop them all by PID. Killed (``kill -9``), the kernel sends
-    each SIGTERM (``frd.flower.launch``) and a reaper sends SIGKILL to any still there 3 s later: a
-    SuperLink waits on open connections (a ``flwr run --stream``) before it exits."""
+    each SIGTERM (``frd.flower.launch``), and a reaper sends SIGKILL to any still there
+    ``frd.reaper.GRACE_S`` later (a SuperLink waits on open connections, a ``flwr run --stream``,
+    before it exits) and removes the home."""
     with tempfile.TemporaryDirectory(prefix="frd-flwr-") as tmp:
         home = Path(tmp)
         log = home / "flower.log"
         processes: list[subprocess.Popen] = []
-        guard = reaper.start()
+        guard = reaper.start(remove=(tmp,))  # killed, this command leaves no home behind
         try:
             launch(home, log, processes)
             print(what, flush=True)
