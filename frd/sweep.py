@@ -125,20 +125,35 @@ def _checked_configs(experiment: Experiment, domain: Domain, out: Path, where: s
 
 
 def _claim(out: Path, experiment: Experiment) -> None:
-    """``out`` holds this experiment (or nothing yet): write its record, or refuse another one."""
+    """``out`` holds this experiment (or nothing yet, or fewer of its cells): write its record, or
+    refuse another one."""
     record = out / RECORD
     if record.exists():
         try:
             domain, settings, axes = read_file(record)
         except FrdError as exc:
             raise FrdError(f"{record} cannot be read ({exc}); use another --out") from None
-        old = Experiment.of_record(domain, settings, axes).flat()
-        changed = differences({"common": old, "methods": {}}, {"common": experiment.flat(), "methods": {}})
-        if changed:
+        held = Experiment.of_record(domain, settings, axes)
+        changed = differences({"common": held.flat(), "methods": {}}, {"common": experiment.flat(), "methods": {}})
+        if not changed:
+            return
+        if not _grows(held, experiment):
             shown = ", ".join(changed[:SHOWN_DIFFERENCES]) + (", …" if len(changed) > SHOWN_DIFFERENCES else "")
             raise FrdError(f"{out} holds another experiment ({shown}); use another --out or delete that folder")
-        return
+        added = len(experiment.cells()) - len(held.cells())
+        print(f"{out}: the experiment grows by {added} cell{'s' if added != 1 else ''} ({', '.join(changed)})",
+              file=sys.stderr)
     atomic_write_text(record, experiment.toml())
+
+
+def _grows(held: Experiment, experiment: Experiment) -> bool:
+    """Whether ``experiment`` is ``held`` with cells added (values added to its axes, fewer
+    skipped): every cell ``held`` has, the same id with the same settings, so its runs stay valid
+    [our choice: a study often gains a cell; any other change is another experiment]."""
+    mine = {cell.id: experiment.cell_settings(cell) for cell in experiment.cells()}
+    cells = held.cells()
+    return held.domain == experiment.domain and list(held.axes) == list(experiment.axes) and len(mine) > len(cells) and all(
+        mine.get(cell.id) == held.cell_settings(cell) for cell in cells)
 
 
 def _refuse_foreign(out: Path) -> None:
