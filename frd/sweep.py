@@ -23,7 +23,7 @@ import sys
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from frd.backends import Backend, RaySession, add_backend_arguments, backend_from_args
 from frd.domains import Domain, get_domain
@@ -124,9 +124,9 @@ def _checked_configs(experiment: Experiment, domain: Domain, out: Path, where: s
     return configs
 
 
-def _claim(out: Path, experiment: Experiment) -> None:
-    """``out`` holds this experiment (or nothing yet, or fewer of its cells): write its record, or
-    refuse another one."""
+def _claim(out: Path, experiment: Experiment, grows: Callable[[Experiment], bool]) -> None:
+    """``out`` holds this experiment (or nothing yet, or less of it: ``grows`` of the experiment
+    it holds): write its record, or refuse another one."""
     record = out / RECORD
     if record.exists():
         try:
@@ -137,23 +137,36 @@ def _claim(out: Path, experiment: Experiment) -> None:
         changed = differences({"common": held.flat(), "methods": {}}, {"common": experiment.flat(), "methods": {}})
         if not changed:
             return
-        if not _grows(held, experiment):
+        if held.domain != experiment.domain or not grows(held):
             shown = ", ".join(changed[:SHOWN_DIFFERENCES]) + (", …" if len(changed) > SHOWN_DIFFERENCES else "")
             raise FrdError(f"{out} holds another experiment ({shown}); use another --out or delete that folder")
-        added = len(experiment.cells()) - len(held.cells())
-        print(f"{out}: the experiment grows by {added} cell{'s' if added != 1 else ''} ({', '.join(changed)})",
-              file=sys.stderr)
+        print(f"{out}: the experiment grows ({', '.join(changed)}); its runs stay, only the new ones run", file=sys.stderr)
     atomic_write_text(record, experiment.toml())
 
 
-def _grows(held: Experiment, experiment: Experiment) -> bool:
-    """Whether ``experiment`` is ``held`` with cells added (values added to its axes, fewer
-    skipped): every cell ``held`` has, the same id with the same settings, so its runs stay valid
-    [our choice: a study often gains a cell; any other change is another experiment]."""
-    mine = {cell.id: experiment.cell_settings(cell) for cell in experiment.cells()}
-    cells = held.cells()
-    return held.domain == experiment.domain and list(held.axes) == list(experiment.axes) and len(mine) > len(cells) and all(
-        mine.get(cell.id) == held.cell_settings(cell) for cell in cells)
+def _held_configs(held: Experiment, domain: Domain, out: Path) -> list[tuple[str, Any]] | None:
+    """(cell id, config) of the experiment a record holds; None where today's flags refuse it."""
+    try:
+        return _checked_configs(held, domain, out, "")
+    except FrdError:
+        return None
+
+
+def _grows(held: list[tuple[str, Any]] | None, configs: list[tuple[str, Any]]) -> bool:
+    """Whether ``configs`` keep every cell of ``held``: the same id, the same resume key (so its
+    runs stay valid, ``frd.results``) and its seeds among theirs. What may change: cells added
+    (axis values, fewer skips), seeds added, what the key leaves out (threads) [our choice: a
+    study often gains a cell or seeds; anything else is another experiment]."""
+    mine = dict(configs)
+    return held is not None and all(
+        cell in mine and mine[cell].resume_key() == config.resume_key() and _seeds(config) <= _seeds(mine[cell])
+        for cell, config in held)
+
+
+def _seeds(config: Any) -> set[int]:
+    """A config's run seeds (``first_seed`` 0 where a domain has none)."""
+    first = getattr(config, "first_seed", 0)
+    return set(range(first, first + config.seeds))
 
 
 def _refuse_foreign(out: Path) -> None:
@@ -167,10 +180,11 @@ def _refuse_foreign(out: Path) -> None:
 def claim(experiment: Experiment, out: Path, where: str = "") -> list[tuple[str, Any]]:
     """(cell id, config) of every cell, each checked, once ``out`` holds this experiment's record
     (written now, or found there; another experiment's is refused)."""
-    configs = _checked_configs(experiment, get_domain(experiment.domain), out, where)
+    domain = get_domain(experiment.domain)
+    configs = _checked_configs(experiment, domain, out, where)
     _refuse_foreign(out)
     with locked(out / LOCKS / "experiment.lock"):  # one process at a time reads and writes the record
-        _claim(out, experiment)
+        _claim(out, experiment, lambda held: _grows(_held_configs(held, domain, out), configs))
     return configs
 
 

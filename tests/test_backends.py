@@ -24,6 +24,7 @@ from frd.backends import MISSING_RAY, Backend, RaySession, group_runs, import_ra
 from frd.cli import main
 from frd.domains import REGISTRY
 from frd.errors import FrdError
+from frd.reaper import descendants
 from frd.results import ResultStore
 from frd.rl.config import RLConfig
 from tests.processes import kill_9, left_after, running, start_frd, wait_for
@@ -121,7 +122,13 @@ def test_a_ray_started_here_is_killed_like_a_local_run_and_resumes_locally(tmp_p
     import frd.cli as cli
 
     rl = ["rl", "--method", "frd", "--seeds", "4", *TINY]
-    before = set(Path("/tmp").glob("frdray*"))
+    made, real_mkdtemp = [], tempfile.mkdtemp
+
+    def mkdtemp(*args, **kwargs):  # the temp dirs this process makes (another test's may come and go)
+        made.append(real_mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
     previous = signal.getsignal(signal.SIGTERM)
     real_save, saved = ResultStore.save_run, []
 
@@ -138,7 +145,8 @@ def test_a_ray_started_here_is_killed_like_a_local_run_and_resumes_locally(tmp_p
         assert signal.getsignal(signal.SIGTERM) is cli._stop  # frd's handler, not the one ray.init sets
     finally:
         signal.signal(signal.SIGTERM, previous)
-    assert not ray.is_initialized() and set(Path("/tmp").glob("frdray*")) == before  # stopped, temp dir gone
+    ray_dirs = [d for d in made if Path(d).name.startswith("frdray")]
+    assert not ray.is_initialized() and ray_dirs and not any(map(os.path.exists, ray_dirs))  # stopped, temp dir gone
     assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 2
     monkeypatch.setattr(ResultStore, "save_run", real_save)
     assert main([*rl, "--out", str(tmp_path / "ray")]) == 0
@@ -179,15 +187,28 @@ def test_a_worker_killed_mid_task_has_its_runs_redone_with_the_same_tables(tmp_p
 def test_a_ray_started_here_ends_when_frd_is_killed_9(tmp_path):
     """``kill -9`` of an ``frd rl --backend ray`` whose group is running: every process below it
     (Ray's and frd's reaper) ends, and Ray's temp dir is removed."""
-    before = set(Path("/tmp").glob("frdray*"))
     log = tmp_path / "frd.log"
     sweep = start_frd(["rl", "--method", "frd", "--seeds", "1", *TINY, "--max-episodes", "1000000", "--backend", "ray",
                  "--cpus", "1", "--out", str(tmp_path / "out")], log)
     wait_for(lambda: running(sweep.pid, "ray::_group"), sweep, log, "a Ray worker running the group")
-    assert set(Path("/tmp").glob("frdray*")) != before
+    temp_dir = _removed_by_reaper(sweep.pid)
+    assert temp_dir.name.startswith("frdray") and temp_dir.exists()
     below = kill_9(sweep)
     assert not left_after(below)
-    assert set(Path("/tmp").glob("frdray*")) == before
+    assert not temp_dir.exists()
+
+
+def _removed_by_reaper(root: int) -> Path:
+    """The folder the reaper below ``root`` is to remove (its ``--remove``): this frd's Ray temp dir,
+    not another test's."""
+    for pid, _ in descendants(root):
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+        if "frd.reaper" in args and "--remove" in args:
+            return Path(args[args.index("--remove") + 1])
+    raise AssertionError("no reaper with a folder to remove below frd")
 
 
 # -- a real multi-process cluster: ray start --head, frd as its driver ---------------------------
@@ -232,7 +253,7 @@ def cluster(tmp_path_factory):
          "--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir, "--num-cpus", "2",
          "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory", str(200 * 1024 ** 2),
          "--include-log-monitor=false", "--dashboard-port", str(_free_port()),
-         "--dashboard-agent-listen-port", str(_free_port())],
+         "--dashboard-agent-listen-port", str(_free_port()), "--ray-client-server-port", str(_free_port())],
         env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
     address = f"127.0.0.1:{port}"
     try:

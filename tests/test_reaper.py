@@ -13,9 +13,9 @@ from tests.processes import kill_9, left_after, running, wait_for
 GUARDED = '''
 import subprocess, sys, time
 from frd import reaper
-from frd.flower.launch import _end_with_parent
+from frd.flower.launch import end_with_parent
 log, folder = sys.argv[1], sys.argv[2]
-subprocess.Popen([sys.executable, "-c", CHILD, log], preexec_fn=_end_with_parent(), start_new_session=True)
+subprocess.Popen([sys.executable, "-c", CHILD, log], preexec_fn=end_with_parent(), start_new_session=True)
 reaper.start(remove=(folder,))
 time.sleep(120)
 '''

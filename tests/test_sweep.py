@@ -297,19 +297,28 @@ def test_another_experiment_in_the_same_folder_is_refused_naming_what_differs(sw
 
 
 
-def test_a_file_that_adds_cells_grows_the_record_and_runs_only_the_new_ones(sweeps, tmp_path, monkeypatch, capsys):
+def test_a_file_that_adds_cells_or_seeds_grows_the_record_and_runs_only_the_new_ones(sweeps, tmp_path, monkeypatch, capsys):
     blank_rl_figures(monkeypatch)
     grown = tmp_path / "grown"
     shutil.copytree(sweeps / "file", grown)
     parts = {p: p.stat().st_mtime_ns for p in grown.glob("cells/*/parts/*/*")}
     path = _write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10, 30]\n")
     assert main(["run", str(path), "--out", str(grown), "--no-progress"]) == 0
-    assert f"{grown}: the experiment grows by 1 cell (sweep.grid: [5, 10] → [5, 10, 30])" in capsys.readouterr().err
+    assert f"{grown}: the experiment grows (sweep.grid: [5, 10] → [5, 10, 30]); its runs stay" in capsys.readouterr().err
     assert {p: p.stat().st_mtime_ns for p in parts} == parts  # the cells it held were not run again
     assert "grid = [5, 10, 30]" in (grown / "experiment.toml").read_text()
     assert list(pd.read_csv(grown / "summary.csv")["grid"]) == [5, 10, 30]
     assert main(["run", str(_write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10]\n", "fewer.toml")), "--out", str(grown)]) == 2
     assert "holds another experiment (sweep.grid: [5, 10, 30] → [5, 10])" in capsys.readouterr().err
+    more = _write(tmp_path, TINY_FILE.replace("seeds = 2", "seeds = 3") + "[sweep]\ngrid = [5, 10, 30]\n", "more.toml")
+    assert main(["run", str(more), "--out", str(grown), "--no-progress"]) == 0
+    assert "the experiment grows (seeds: 2 → 3)" in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in parts} == parts
+    runs = pd.read_csv(grown / "cells" / "grid=5" / "runs.csv")
+    assert list(runs["seed"]) == [0, 1, 2]
+    assert main(["run", str(_write(tmp_path, TINY_FILE.replace("seeds = 2", "first-seed = 1\nseeds = 3")
+                                   + "[sweep]\ngrid = [5, 10, 30]\n", "shifted.toml")), "--out", str(grown)]) == 2
+    assert "holds another experiment (" in capsys.readouterr().err  # seeds 1-3 leave out seed 0, which it holds
 
 def test_report_leaves_out_a_damaged_run_and_names_it(sweeps, tmp_path, capsys):
     copy = tmp_path / "copy"

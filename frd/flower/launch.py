@@ -125,7 +125,7 @@ PR_SET_PDEATHSIG = 1
 """prctl(2) option: the signal this process gets when the thread that started it ends."""
 
 
-def _end_with_parent() -> Callable[[], None] | None:
+def end_with_parent() -> Callable[[], None] | None:
     """A function for Popen's ``preexec_fn`` (it runs in the child between fork and exec) that
     makes the child receive SIGTERM when this process dies; None where prctl is not available."""
     if not sys.platform.startswith("linux"):
@@ -145,7 +145,7 @@ def start(command: Sequence[str], home: Path, log: Path) -> subprocess.Popen:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         return subprocess.Popen(list(command), env=flower_env(home), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_end_with_parent())
+                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=end_with_parent())
 
 
 def _kill_group(process: subprocess.Popen, sig: signal.Signals) -> None:
