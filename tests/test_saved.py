@@ -318,3 +318,16 @@ def test_eval_errors_are_one_line(tmp_path, capsys, monkeypatch):
         path.unlink()
     with pytest.raises(FrdError, match=r"holds no saved models of finished runs \(models/<run_id>.pt\)"):
         evaluate(rl, EvalRequest())
+
+
+def test_a_lane_module_for_a_saved_agent_leaves_torchs_global_generator_as_it_was():
+    """Building the plain module a saved agent loads into (its initial draws from a forked
+    generator) leaves the global one as it was: a run's later draws are the same with or without
+    a save."""
+    from frd.agents.stacked import sequential
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    module = sequential([4, 8, 2], "tanh")
+    assert torch.equal(torch.rand(4), expected)
+    assert [type(m).__name__ for m in module] == ["Linear", "Tanh", "Linear"] and module[2].weight.shape == (2, 8)
