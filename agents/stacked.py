@@ -27,11 +27,14 @@ MODULE_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 def sequential(sizes: Sequence[int], activation: str) -> nn.Sequential:
     """One lane's network as a plain torch module: ``nn.Linear`` layers ``sizes[0] → … → sizes[-1]``
-    with ``activation`` between them, its weights left uninitialised (a saved agent loads into it;
-    no draw from torch's global generator)."""
+    with ``activation`` between them, for a saved agent's weights to load into. Its own initial
+    draws come from a forked generator, so torch's global one is left as it was. (Not
+    ``nn.utils.skip_init``: its meta tensors import sympy on first use, and in a Ray worker that
+    import, racing another, failed with "module 'sympy' has no attribute 'printing'".)"""
     layers: list[nn.Module] = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        layers += [nn.utils.skip_init(nn.Linear, fan_in, fan_out), MODULE_ACTIVATIONS[activation]()]
+    with torch.random.fork_rng(devices=[]):
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(fan_in, fan_out), MODULE_ACTIVATIONS[activation]()]
     return nn.Sequential(*layers[:-1])
 
 
