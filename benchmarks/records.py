@@ -40,14 +40,10 @@ SIZE_LIMIT = 2_000_000
 choice: the repository tracks no file over 2 MB, and a study's episodes outgrow that]."""
 
 
-def write_compressed(frame: pd.DataFrame, path: Path) -> None:
+def _compressed(frame: pd.DataFrame) -> bytes:
     """``frame`` as a gzip-compressed CSV (``pd.read_csv`` reads it back) with no time or name in
     its header, so the same table always gives the same bytes: a large flat record stays small in
     git and a rewrite changes nothing."""
-    path.write_bytes(_compressed(frame))
-
-
-def _compressed(frame: pd.DataFrame) -> bytes:
     return gzip.compress(frame.to_csv(index=False).encode(), mtime=0)
 
 
@@ -58,7 +54,7 @@ def _parts(path: Path) -> tuple[str, str]:
 
 
 def write_flat_table(frame: pd.DataFrame, path: Path) -> list[Path]:
-    """A flat table (``flatten_tables``) compressed at ``path`` (``write_compressed``), or, where
+    """A flat table (``flatten_tables``) compressed at ``path`` (``_compressed``), or, where
     that is over ``SIZE_LIMIT``, one file per cell beside it, ``<stem>.<its axis values>.<suffix>``,
     each with the header and its cell's rows in order: together the same CSV text. The other
     form's files go first, so ``read_flat_table`` never mixes an old whole with new parts.
@@ -74,7 +70,7 @@ def write_flat_table(frame: pd.DataFrame, path: Path) -> list[Path]:
     written = []
     for values, rows in frame.groupby(cells, sort=False):
         written.append(path.with_name(f"{stem}.{'-'.join(map(str, values))}.{suffix}"))
-        write_compressed(rows, written[-1])
+        written[-1].write_bytes(_compressed(rows))
     return written
 
 

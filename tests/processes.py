@@ -53,12 +53,17 @@ def left_after(below: set[Identity], seconds: float = ENDED_S) -> list[str]:
     return [f"{pid} {title(pid)}" for pid, _ in alive(below)]
 
 
+def command_line(pid: int) -> list[str]:
+    """A process's command line, word by word; empty once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
 def title(pid: int) -> str:
     """A process's title: its command line's first word (Ray titles a busy worker ``ray::<task>``)."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode().strip()
-    except OSError:
-        return ""
+    return next(iter(command_line(pid)), "").strip()
 
 
 def running(root: int, name: str) -> list[int]:

@@ -27,7 +27,7 @@ from frd.errors import FrdError
 from frd.reaper import descendants
 from frd.results import ResultStore
 from frd.rl.config import RLConfig
-from tests.processes import kill_9, left_after, running, start_frd, wait_for
+from tests.processes import command_line, kill_9, left_after, running, start_frd, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ["compute_s"]  # a share of a batch's compute: differs with the batch; comm_s does not
@@ -202,10 +202,7 @@ def _removed_by_reaper(root: int) -> Path:
     """The folder the reaper below ``root`` is to remove (its ``--remove``): this frd's Ray temp dir,
     not another test's."""
     for pid, _ in descendants(root):
-        try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-        except OSError:
-            continue
+        args = command_line(pid)
         if "frd.reaper" in args and "--remove" in args:
             return Path(args[args.index("--remove") + 1])
     raise AssertionError("no reaper with a folder to remove below frd")

@@ -5,10 +5,9 @@ folders the reaper was given are removed."""
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from frd.reaper import POLL_S, descendants
-from tests.processes import kill_9, left_after, running, wait_for
+from tests.processes import command_line, kill_9, left_after, running, wait_for
 
 GUARDED = '''
 import subprocess, sys, time
@@ -57,4 +56,4 @@ def test_a_child_with_a_death_signal_gets_one_sigterm_and_what_runs_below_it_is_
 
 def reaper_of(root: int) -> bool:
     """Whether ``root``'s reaper runs (its command line names ``frd.reaper``)."""
-    return any(b"frd.reaper" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid, _ in descendants(root))
+    return any("frd.reaper" in command_line(pid) for pid, _ in descendants(root))
