@@ -188,6 +188,7 @@ class SB3Learner:
         sb3 = sb3_module()
         import gymnasium as gym
         from stable_baselines3.common.callbacks import BaseCallback
+        from stable_baselines3.common.logger import Logger
         from stable_baselines3.common.vec_env import DummyVecEnv
 
         self.config = config
@@ -205,6 +206,9 @@ class SB3Learner:
             self._rng = _global_rng()
         finally:
             _set_global_rng(outer)
+        # A logger of our own, writing nowhere: without one, every ``learn`` call makes an empty
+        # ``SB3-<time>`` folder in the temp dir (SB3's ``configure_logger``), one per collection.
+        self.model.set_logger(Logger(folder=None, output_formats=[]))
         # The schedules' progress over the fixed horizon, not over each one-collection ``learn`` call.
         self.model._update_current_progress_remaining = self._progress
         self.distill_opt: torch.optim.Adam | None = None

@@ -2,6 +2,7 @@
 distillation step against Adam by hand, the bits an SB3 agent's upload is charged, determinism,
 non-interference under ``independent``, FRL's averaging and refusal, and bad input."""
 import sys
+import tempfile
 
 import numpy as np
 import pandas as pd
@@ -83,6 +84,16 @@ def test_distilling_into_a_ppo_policy_equals_the_loss_and_adam_steps_by_hand():
         assert not np.array_equal(w, initial[k])
     assert all(np.array_equal(w, learner.state("critic")[k]) for k, w in critic.items())  # only the actor learns
     assert learner.cross_entropy(states, probs) < losses[0]
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_collections_leave_nothing_in_the_temp_dir(algo, tmp_path, monkeypatch):
+    """SB3's default logger makes an ``SB3-<time>`` folder per ``learn`` call: a million in a study."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    learner = SB3Learner(sb3_config(algo, "CartPole-v1", hidden=8), "CartPole-v1", seed=1, init_seed=2)
+    for _ in range(3):
+        assert learner.collect().states
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("SB3-")] == []
 
 
 def test_a_dqn_agents_policy_is_the_softmax_of_its_q_values_at_its_temperature():
