@@ -159,6 +159,21 @@ def _check_listening(address: str, timeout: float = 5.0) -> None:
                        f"start one there with: ray start --head --port {port}") from None
 
 
+def _keep_loopback() -> None:
+    """Keep a loopback address on loopback: the node address 127.0.0.1, not the LAN's.
+
+    Ray rewrites 127.0.0.1 in an address to this machine's LAN address unless
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` is 0, and reads that variable once, when Ray is imported.
+    With Ray imported before frd set it (by the caller, or an earlier test), a driver joining
+    127.0.0.1:PORT was sent to LAN-IP:PORT, where no GCS listens, and retried for minutes (seen:
+    a test's 300 s timeout). So the variable is set for the processes Ray starts, and Ray's
+    already-read copy too (Ray 2.55: ``ray_constants.ENABLE_RAY_CLUSTER``) [our choice]."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
 def import_ray():
     """Ray, or a one-line error naming the extra to install."""
     try:
@@ -186,9 +201,9 @@ class RaySession:
         # the sweep (measured: a 180 s run took 920 s beside one busy process); run them like the local backend.
         os.environ.setdefault("RAY_worker_niceness", "0")
         address = self.backend.address
-        if address == "local" or _is_loopback(address):
-            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # node address 127.0.0.1, not the LAN's
         self.ray = ray = import_ray()
+        if address == "local" or _is_loopback(address):
+            _keep_loopback()
         if not ray.is_initialized():
             options: dict[str, Any] = dict(logging_level=logging.WARNING, log_to_driver=True)
             if address == "local":

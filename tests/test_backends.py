@@ -20,11 +20,11 @@ import pytest
 
 import frd.results as results
 import frd.rl.experiment as experiment
+from frd import reaper
 from frd.backends import MISSING_RAY, Backend, RaySession, group_runs, import_ray
 from frd.cli import main
 from frd.domains import REGISTRY
 from frd.errors import FrdError
-from frd.reaper import descendants
 from frd.results import ResultStore
 from frd.rl.config import RLConfig
 from tests.processes import command_line, kill_9, left_after, running, start_frd, wait_for
@@ -102,6 +102,28 @@ def test_an_absent_head_is_one_line_not_endless_retries(tmp_path, capsys):
                  "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"no Ray head answers at --address 127.0.0.1:{port}" in err and err.count("\n") == 1
+
+
+def test_a_loopback_head_stays_on_loopback_when_ray_was_imported_first():
+    """Ray reads RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER once, at its import. Imported before frd set it,
+    Ray sent a driver joining 127.0.0.1:PORT to this machine's LAN address, where no GCS listens; it
+    retried for minutes (a cluster test's 300 s timeout, when an earlier test in its xdist worker
+    had imported Ray). A fresh process: Ray first, then frd's session with a loopback address."""
+    code = """if True:
+        import ray
+        from ray._private import ray_constants
+        from ray._private.services import canonicalize_bootstrap_address
+        from frd.backends import Backend, RaySession
+        from frd.errors import FrdError
+        print(ray_constants.ENABLE_RAY_CLUSTER)
+        try:
+            RaySession(Backend("ray", address="127.0.0.1:1")).__enter__()  # nothing listens: refused after
+        except FrdError as exc:
+            print(str(exc).startswith("no Ray head answers"))
+        print(canonicalize_bootstrap_address("127.0.0.1:6379"))"""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["True", "True", "127.0.0.1:6379"]  # read as a cluster at import; kept on loopback
 
 
 def test_groups_deal_runs_round_robin_so_every_group_mixes_methods():
@@ -201,7 +223,7 @@ def test_a_ray_started_here_ends_when_frd_is_killed_9(tmp_path):
 def _removed_by_reaper(root: int) -> Path:
     """The folder the reaper below ``root`` is to remove (its ``--remove``): this frd's Ray temp dir,
     not another test's."""
-    for pid, _ in descendants(root):
+    for pid, _ in reaper.descendants(root):
         args = command_line(pid)
         if "frd.reaper" in args and "--remove" in args:
             return Path(args[args.index("--remove") + 1])
@@ -235,46 +257,63 @@ def _stop_group(process: subprocess.Popen) -> list[str]:
     return _group_members(process.pid)
 
 
+HEAD_TRIES = 3
+"""``ray start`` attempts before the fixture gives up: a port is free when chosen, but another
+process (a Ray or Flower in the other xdist worker) may take it before the head binds it."""
+
+
+def _start_head(temp_dir: str, log: Path, env: dict[str, str]) -> tuple[subprocess.Popen, int]:
+    """A ``ray start --head`` whose GCS is up on a port of its own, and that port.
+
+    Ready means Ray said "Ray runtime started.", not that the port answers: a head whose GCS lost
+    its port to another process runs on for ~35 s while that process answers there (measured with a
+    listener on the port), and a driver would join that process instead."""
+    for _ in range(HEAD_TRIES):
+        port = _free_port()
+        head = subprocess.Popen(
+            [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--port", str(port),
+             "--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir, "--num-cpus", "2",
+             "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory", str(200 * 1024 ** 2),
+             "--include-log-monitor=false", "--dashboard-port", str(_free_port()),
+             "--dashboard-agent-listen-port", str(_free_port()), "--ray-client-server-port", str(_free_port())],
+            env=env, start_new_session=True, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while head.poll() is None and "Ray runtime started." not in log.read_text():
+            assert time.monotonic() < deadline, "the head never started: " + log.read_text()[-2000:]
+            time.sleep(0.2)
+        if head.poll() is None:
+            return head, port
+        assert not _stop_group(head), "processes of a failed head left"
+    raise AssertionError(f"ray start failed {HEAD_TRIES} times; the last: " + log.read_text()[-2000:])
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A one-machine Ray cluster started as ``ray start --head`` would be on a real head (its own
-    processes, loopback, a free port); this test process connects once as the driver so that the
+    processes, loopback, free ports); this test process connects once as the driver so that the
     tests below share its workers. Yields the head address."""
-    port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="frdhead", dir="/tmp")  # short: Unix socket paths
     log = tmp_path_factory.mktemp("head") / "head.log"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}  # toy_domain
-    head = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--port", str(port),
-         "--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir, "--num-cpus", "2",
-         "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory", str(200 * 1024 ** 2),
-         "--include-log-monitor=false", "--dashboard-port", str(_free_port()),
-         "--dashboard-agent-listen-port", str(_free_port()), "--ray-client-server-port", str(_free_port())],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
-    address = f"127.0.0.1:{port}"
+    head = None
+    guard = reaper.start(remove=(temp_dir,))  # this worker killed (a timeout, Ctrl-C twice): no head outlives it
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert head.poll() is None, log.read_text()[-2000:]
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the head's GCS never listened"
-                time.sleep(0.2)
+        head, port = _start_head(temp_dir, log, env)
+        address = f"127.0.0.1:{port}"
         with RaySession(Backend("ray", address=address)) as session:  # the HOST:PORT path of the CLI
             assert session.cpus == 2 and session.connected and not session.started  # joined, not frd's to stop
             yield address
             assert head.poll() is None  # frd left the cluster it joined running
         session.ray.shutdown()  # disconnect this driver
     finally:
-        leftovers = _stop_group(head)
+        leftovers = _stop_group(head) if head is not None else []
         for _ in range(10):  # the last exits may still write logs
             shutil.rmtree(temp_dir, ignore_errors=True)
             if not os.path.exists(temp_dir):
                 break
             time.sleep(0.2)
+        reaper.stop(guard)
     assert not leftovers, f"processes of the head left: {leftovers}"
 
 
