@@ -12,7 +12,9 @@ seed shortfall is counted on the devices, and FRL, PD and FRD in one experiment 
 compute_s is wall-clock time and left out of the comparison. RL tables are identical; in
 classification the ledger is identical, accuracy and loss equal to test_remote.RTOL (per-device
 training on a node may differ from the vmapped stack in the last bits, see test_remote.py)."""
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,13 +99,19 @@ def test_two_frl_rounds_over_a_deployment_give_the_in_process_tables(deployment,
     assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl", RL_FLAGS, rounds=2)
 
 
-def test_flower_sim_of_frl_pd_and_frd_gives_the_compare_tables(tmp_path):
+def test_flower_sim_of_frl_pd_and_frd_gives_the_compare_tables(tmp_path, monkeypatch):
     # every agent runs to the mission (an easy one) or the cap: in each run one agent retires early
     # and the rounds go on with the other alone
     flags = ["--agents", "2", "--seeds", "1", "--first-seed", "5", "--hidden", "8", "--period", "5",
              "--max-episodes", "25", "--until", "all", "--target", "30"]
-    assert main(["flower", "sim", "--method", "frl,pd,frd", *flags, "--out", str(tmp_path / "flower"),
-                 "--no-progress"]) == 0
+    system_tmp = Path(tempfile.mkdtemp(prefix="frdt", dir="/tmp"))  # where a simulation's Ray puts its session
+    monkeypatch.setenv("TMPDIR", str(system_tmp))                     # by default (short: Unix socket paths)
+    try:
+        assert main(["flower", "sim", "--method", "frl,pd,frd", *flags, "--out", str(tmp_path / "flower"),
+                     "--no-progress"]) == 0
+        assert list(system_tmp.iterdir()) == []  # Ray's session was in the Flower home, removed with it
+    finally:
+        shutil.rmtree(system_tmp)
     assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl,pd,frd", flags, rounds=4)
     ledger = pd.read_csv(tmp_path / "flower" / "ledger.csv")
     uploads = ledger[ledger["direction"] == "up"].groupby(["run_id", "round"])["participant"].nunique()
