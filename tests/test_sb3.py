@@ -59,7 +59,7 @@ def _by_hand(learner, states, probs, lr, steps):
         h = torch.tanh(x @ state["layer0.weight"] + state["layer0.bias"])
         h = torch.tanh(h @ state["layer1.weight"] + state["layer1.bias"])
         loss = -(p * torch.log_softmax(h @ state["layer2.weight"] + state["layer2.bias"], -1)).sum(-1).mean()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         grads = torch.autograd.grad(loss, list(state.values()))
         with torch.no_grad():
             for (k, w), g in zip(state.items(), grads):
