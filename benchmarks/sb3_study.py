@@ -12,7 +12,8 @@ own mission in fewer episodes when it shares than when it learns alone (the expe
 this script reads each agent's episodes from the record and writes:
 
 - ``<name>_agents.csv``: one row per agent of every finished run (its cell, seed, learner, episodes
-  to its mission, or the cap where it did not complete, env steps over them, completed);
+  to its mission, or the cap where it did not complete, env steps over them, its late score: the
+  mean of its latest ``window`` scores, completed);
 - ``<name>_summary.csv`` and ``<name>_table.md``: per cell and learner, the IQM over runs of the
   learner's episodes (the mean over its agents in the run, where a run has several of one
   algorithm [our choice: the run is the unit, its agents shared with each other]) with its 95 %
@@ -84,24 +85,30 @@ def record_path(out: Path, study: Study, table: str) -> Path:
     return out / f"{study.name}_record_{table}.csv.gz"
 
 
+def agent_outcomes(episodes: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per agent (``keys``) of ``episodes`` (its rows in order, with its cell's ``target`` and
+    ``window``): episodes, env steps (cumulative: the last), late score (the mean of its latest
+    ``window`` scores: how close a capped agent came) and completed (that mean reaches the target
+    over a full window)."""
+    grouped = episodes.groupby(keys, sort=False)
+    per_agent = grouped.agg(episodes=("episode", "size"), env_steps=("env_steps", "max"),
+                            target=("target", "first"), window=("window", "first")).reset_index()
+    per_agent["late_score"] = grouped[["score", "window"]].apply(
+        lambda rows: rows["score"].tail(int(rows["window"].iloc[0])).mean()).to_numpy()
+    per_agent["completed"] = (per_agent["episodes"] >= per_agent.pop("window")) \
+        & (per_agent["late_score"] >= per_agent.pop("target"))
+    return per_agent
+
+
 def agents_of(study: Study, work: Path, flat: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per agent of every finished run in the record in ``work`` (``flat``: its tables,
     ``flatten_tables``): episodes to its own mission (its episode count: a completed agent retires
-    at once under ``--until all``), env steps, completed (its latest ``window`` scores reach its
-    cell's target)."""
+    at once under ``--until all``) and the rest of ``agent_outcomes``, with the run's wire per agent."""
     missions = pd.DataFrame([{**values, "target": c.target, "window": c.window}
                              for values, c in cell_configs(study.experiment, work)])
     frames = {table: axes_named(flat[table], study.axes) for table in ("episodes", "runs")}
-    episodes = frames["episodes"].merge(missions, on=study.axes)
-    keys = [*study.axes, "run_id", "seed", "agent", "algorithm"]
-
-    def completed(rows: pd.DataFrame) -> bool:
-        window = int(rows["window"].iloc[0])
-        return len(rows) >= window and rows["score"].tail(window).mean() >= rows["target"].iloc[0]
-
-    grouped = episodes.groupby(keys, sort=False)
-    per_agent = grouped.agg(episodes=("episode", "size"), env_steps=("env_steps", "max")).reset_index()  # cumulative
-    per_agent["completed"] = grouped[["score", "target", "window"]].apply(completed).to_numpy()
+    per_agent = agent_outcomes(frames["episodes"].merge(missions, on=study.axes),
+                               [*study.axes, "run_id", "seed", "agent", "algorithm"])
     runs = frames["runs"][[*study.axes, "run_id", "n_agents", "bits_up", "bits_down"]]
     per_agent = per_agent.merge(runs, on=[*study.axes, "run_id"])
     per_agent["wire_bits_per_agent"] = (per_agent.pop("bits_up") + per_agent.pop("bits_down")) / per_agent.pop("n_agents")

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.sb3_study import Study, markdown, summary
+from benchmarks.sb3_study import Study, agent_outcomes, markdown, summary
 
 FILE = 'domain = "rl"\nseeds = {seeds}\n[sweep]\nenv = {{ cartpole = {{ env = "CartPole-v1" }} }}\n' \
        'method = ["independent", "pd"]\n'
@@ -58,3 +58,16 @@ def test_a_cell_of_few_runs_gets_p_without_an_interval_and_no_verdict(study):
     lines = markdown(study(2), summary(study(2), _agents())).splitlines()
     ppo = next(line for line in lines if line.startswith("| cartpole | pd | PPO (SB3) ×2 |"))
     assert "| 0.75 | too few runs |" in ppo and "[" not in ppo.split("|")[7]
+
+
+def test_an_agents_late_score_is_its_last_window_and_completed_needs_a_full_one():
+    """Window 3, target 10: agent 0 ends 8, 11, 14 (mean 11: completed); agent 1 ends 20, 20 with
+    too few episodes for a window (mean 20, not completed); agent 2 ends 9, 10, 10 (9.67: capped)."""
+    scores = {0: [0, 8, 11, 14], 1: [20, 20], 2: [50, 9, 10, 10]}
+    episodes = pd.DataFrame([dict(run_id="r", agent=a, episode=i, env_steps=10 * (i + 1), score=s, target=10.0, window=3)
+                             for a, agent_scores in scores.items() for i, s in enumerate(agent_scores)])
+    out = agent_outcomes(episodes, ["run_id", "agent"]).set_index("agent")
+    assert out["late_score"].tolist() == pytest.approx([11.0, 20.0, 29 / 3])
+    assert out["completed"].tolist() == [True, False, False]
+    assert out["episodes"].tolist() == [4, 2, 4] and out["env_steps"].tolist() == [40, 20, 40]
+    assert list(out.columns) == ["run_id", "episodes", "env_steps", "late_score", "completed"]
