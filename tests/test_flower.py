@@ -152,8 +152,8 @@ def test_a_lost_participant_ends_the_run_in_one_line_and_the_rerun_runs_only_wha
         return process
 
     commands: list = []
-    run = ["run", "--superlink", superlink, "--method", "fd", "--dataset", "digits", "--devices", "2", "--rounds", "2",
-           "--iterations", "3", "--seeds", "2", "--out", str(out), "--no-progress"]
+    run = ["run", "--superlink", superlink, "--method", "fd", "--dataset", "digits", "--devices", "2", "--rounds", "1",
+           "--iterations", "3", "--seeds", "2", "--out", str(out), "--no-progress"]  # a round: a message each way, 3-6 s
     try:
         link, *nodes = [ready(*p) for p in (started(["link", "--port", superlink.rpartition(":")[2]], "link",
                                                     "SuperLink on"), node(0, "node0"), node(1, "node1"))]
