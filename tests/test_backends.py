@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -262,6 +263,11 @@ HEAD_TRIES = 3
 process (a Ray or Flower in the other xdist worker) may take it before the head binds it."""
 
 
+def _settled(head: subprocess.Popen, log: Path) -> bool:
+    """Whether ``head`` has started (Ray said so) or exited."""
+    return head.poll() is not None or "Ray runtime started." in log.read_text()
+
+
 def _start_head(temp_dir: str, log: Path, env: dict[str, str]) -> tuple[subprocess.Popen, int]:
     """A ``ray start --head`` whose GCS is up on a port of its own, and that port.
 
@@ -277,10 +283,11 @@ def _start_head(temp_dir: str, log: Path, env: dict[str, str]) -> tuple[subproce
              "--include-log-monitor=false", "--dashboard-port", str(_free_port()),
              "--dashboard-agent-listen-port", str(_free_port()), "--ray-client-server-port", str(_free_port())],
             env=env, start_new_session=True, stdout=open(log, "w"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while head.poll() is None and "Ray runtime started." not in log.read_text():
-            assert time.monotonic() < deadline, "the head never started: " + log.read_text()[-2000:]
-            time.sleep(0.2)
+        try:
+            wait_for(partial(_settled, head, log), head, log, "ray start --head", timeout_s=120)
+        except BaseException:
+            _stop_group(head)
+            raise
         if head.poll() is None:
             return head, port
         assert not _stop_group(head), "processes of a failed head left"
