@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import inspect
 import textwrap
 import types
@@ -33,8 +34,10 @@ class NoOptions:
     """The method has no options of its own."""
 
 
-def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each dataclass field (CleanRL's ``Args`` style), base classes included."""
+@functools.cache
+def field_docs(cls: type) -> Mapping[str, str]:
+    """The docstring under each dataclass field (CleanRL's ``Args`` style), base classes included.
+    Read once per class: parsing the sources was most of the time of every ``frd`` command."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if klass is object or not is_dataclass(klass):
@@ -47,7 +50,7 @@ def field_docs(cls: type) -> dict[str, str]:
                     and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
                     and isinstance(after.value.value, str)):
                 docs[node.target.id] = " ".join(after.value.value.split())
-    return docs
+    return types.MappingProxyType(docs)
 
 
 def parse_bool(text: str) -> bool:

@@ -50,7 +50,8 @@ def test_an_edit_of_a_called_module_reaches_its_cached_callers_in_a_fresh_proces
     callee = package / "callee.py"
 
     def fresh_process() -> list[int]:
-        out = subprocess.run([sys.executable, "-c", SHOW], cwd=tmp_path, capture_output=True, text=True, check=True)
+        # -B: Python's own bytecode cache would hide an edit of the same size within the same second
+        out = subprocess.run([sys.executable, "-B", "-c", SHOW], cwd=tmp_path, capture_output=True, text=True, check=True)
         return [int(word) for word in out.stdout.split()]
 
     callee.write_text(CALLEE.format(value=1))
