@@ -23,19 +23,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/frd compare --methods frd,pd,frl,independent --agents 2 --seeds 4 --out results/demo
 
-# mypy checks on one core from the start. Meanwhile the other compiles what the tests import (the
-# extras' packages first) and a tiny run compiles the engine's numba kernels into their on-disk
-# cache, so that the pytest workers load both rather than each compiling them again. The tests then
-# run beside mypy (they leave a core idle about a third of the time, waiting on Flower and Ray), and
-# mypy's report follows theirs.
+# While mypy checks on one core, the other compiles what the tests import (the extras' packages
+# first) and a tiny run compiles the engine's numba kernels into their on-disk cache, so that the
+# pytest workers load both instead of each compiling them again.
 WARM_IMPORTS := ray, flwr.server, flwr.simulation, stable_baselines3, opacus, tensorboard, pytest, xdist
 test: $(STAMP)
 	$(BIN)/ruff check .
-	typed=$$(mktemp); warm=$$(mktemp -d); $(BIN)/mypy > $$typed 2>&1 & mypy=$$!; trap "kill $$mypy 2> /dev/null" EXIT; \
-	  { $(BIN)/python -c 'import $(WARM_IMPORTS)' && $(BIN)/frd compare --methods frd,pd,frl,independent --agents 2 \
-	    --seeds 1 --hidden 8 --period 2 --max-episodes 4 --no-progress --out $$warm; } > /dev/null 2>&1; rm -rf $$warm; \
-	  $(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=10; tests=$$?; \
-	  wait $$mypy; checked=$$?; cat $$typed; rm -f $$typed; exit $$((tests || checked))
+	warm=$$(mktemp -d); ($(BIN)/python -c 'import $(WARM_IMPORTS)' && $(BIN)/frd compare --methods frd,pd,frl,independent \
+	  --agents 2 --seeds 1 --hidden 8 --period 2 --max-episodes 4 --no-progress --out $$warm) > /dev/null 2>&1 & pid=$$!; \
+	  $(BIN)/mypy; status=$$?; wait $$pid; rm -rf $$warm; exit $$status
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=10
 
 clean:
 	rm -rf $(VENV) results
