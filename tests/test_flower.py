@@ -3,8 +3,9 @@ subprocesses, ``frd flower run``) and ``frd flower sim`` give the tables of ``fr
 ``frd rl`` / ``frd compare``.
 
 Budgets are the smallest that still cross every path: every message costs a deployed node up to
-3 s of Flower's polling, so the deployment runs two FD rounds and two FRL rounds (three messages
-each, served by the warm runners of ``frd.flower.warm``); the simulation (its own simulation
+3 s of Flower's polling, so a deployment runs two FRL rounds (three messages, served by the warm
+runners of ``frd.flower.warm``), and one started as a user starts it runs two FD rounds of two
+seeds, losing a participant on the way and resuming; the simulation (its own simulation
 SuperLink and Ray: a deployment's SuperLink cannot serve it) runs Mix2FLD, whose seed exchange adds a stage and whose
 seed shortfall is counted on the devices, and FRL, PD and FRD in one experiment under ``--until all``
 (an agent retires, and the server then asks only the other).
@@ -88,12 +89,6 @@ def deployed(deployment: tuple[str, Path], flags: list[str], out: Path) -> None:
         raise
 
 
-def test_two_fd_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
-    flags = ["--method", "fd", "--seeds", "1", "--devices", "2", "--rounds", "2", "--iterations", "3"]
-    deployed(deployment, flags, tmp_path / "flower")
-    assert_as_in_process(tmp_path, tmp_path / "flower", flags)
-
-
 def test_two_frl_rounds_over_a_deployment_give_the_in_process_tables(deployment, tmp_path):
     deployed(deployment, ["--method", "frl", *RL_FLAGS], tmp_path / "flower")
     assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl", RL_FLAGS, rounds=2)
@@ -132,8 +127,9 @@ def test_a_lost_participant_ends_the_run_in_one_line_and_the_rerun_runs_only_wha
     each a command of its own. Once the first of two seeds is saved, participant 1's ``frd flower
     node`` is killed with ``kill -9``: nothing it started lives on (its SuperNode leaves the
     SuperLink as it goes), and the run ends with one line naming the participant and the seed
-    missing; the seed saved stays. With the node back, the same command runs that seed alone. Then
-    ``kill -9`` of the link and both nodes leaves nothing of theirs running."""
+    missing; the seed saved stays. With the node back, the same command runs that seed alone, and
+    the tables are those of ``frd cls`` in process. Then ``kill -9`` of the link and both nodes
+    leaves nothing of theirs running."""
     superlink, logs, out = f"{LOOPBACK}:{free_port()}", tmp_path / "logs", tmp_path / "out"
     logs.mkdir()
 
@@ -152,8 +148,8 @@ def test_a_lost_participant_ends_the_run_in_one_line_and_the_rerun_runs_only_wha
         return process
 
     commands: list = []
-    run = ["run", "--superlink", superlink, "--method", "fd", "--dataset", "digits", "--devices", "2", "--rounds", "1",
-           "--iterations", "3", "--seeds", "2", "--out", str(out), "--no-progress"]  # a round: a message each way, 3-6 s
+    flags = ["--method", "fd", "--dataset", "digits", "--devices", "2", "--rounds", "2", "--iterations", "3", "--seeds", "2"]
+    run = ["run", "--superlink", superlink, *flags, "--out", str(out), "--no-progress"]  # a round: a message each way, 3-6 s
     try:
         link, *nodes = [ready(*p) for p in (started(["link", "--port", superlink.rpartition(":")[2]], "link",
                                                     "SuperLink on"), node(0, "node0"), node(1, "node1"))]
@@ -173,6 +169,7 @@ def test_a_lost_participant_ends_the_run_in_one_line_and_the_rerun_runs_only_wha
         assert main(["flower", *run]) == 0
         assert {p: p.stat().st_mtime_ns for p in kept} == kept  # seed 0 was not run again
         assert list(pd.read_csv(out / "runs.csv")["seed"]) == [0, 1]
+        assert_as_in_process(tmp_path, out, flags)
 
         below = set().union(*(kill_9(p) for p in (link, *nodes)))
         assert not left_after(below)
