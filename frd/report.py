@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -238,6 +239,9 @@ LEGEND_LINE_IN = 0.17
 """Height of one legend entry at font size 8, in inches: a figure with many series grows to hold them."""
 TICK_CHARS = 36
 """Characters of category names that fit side by side under one panel; more are slanted."""
+NOTE_CHARS = 52
+"""Characters of a note at font size 7 that fit across one panel; longer notes are wrapped (one
+line running past the panel left constrained layout no room for the panels)."""
 
 
 def _against_axis(summary: pd.DataFrame, x_name: str, keys: Sequence[str], metrics: Sequence[Metric],
@@ -276,7 +280,8 @@ def _against_axis(summary: pd.DataFrame, x_name: str, keys: Sequence[str], metri
         else:
             ax.set_ylim(0, 1.08 * highest or 1)  # from zero, the highest point and its interval inside
         if hidden:
-            ax.annotate(f"0, not on a log axis: {', '.join(hidden)}", (0.02, 0.02), xycoords="axes fraction", fontsize=7)
+            note = "\n".join(textwrap.wrap(f"0, not on a log axis: {', '.join(hidden)}", NOTE_CHARS))
+            ax.annotate(note, (0.02, 0.02), xycoords="axes fraction", fontsize=7).set_in_layout(False)
         if numeric:
             ax.set_xticks(sorted(set(summary[x_name].astype(float))))
         else:
