@@ -14,6 +14,8 @@ this script reads each agent's episodes from the record and writes:
 - ``<name>_agents.csv``: one row per agent of every finished run (its cell, seed, learner, episodes
   to its mission, or the cap where it did not complete, env steps over them, its late score: the
   mean of its latest ``window`` scores, completed);
+- ``<name>_edges.csv``: per agent and round barrier, its mean score over the ``EDGE`` episodes
+  before the barrier and the ``EDGE`` after (``round_edges``): does a round set a learner back?
 - ``<name>_summary.csv`` and ``<name>_table.md``: per cell and learner, the IQM over runs of the
   learner's episodes (the mean over its agents in the run, where a run has several of one
   algorithm [our choice: the run is the unit, its agents shared with each other]) with its 95 %
@@ -100,15 +102,49 @@ def agent_outcomes(episodes: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return per_agent
 
 
+EDGE = 5
+"""Episodes on each side of a round's barrier that ``round_edges`` averages."""
+
+
+def round_edges(episodes: pd.DataFrame, keys: list[str], edge: int = EDGE) -> pd.DataFrame:
+    """Per agent (``keys``) and barrier of ``episodes`` (with its cell's ``period``; episode numbers
+    from 1): the mean score of its last ``edge`` episodes before the barrier and of its first
+    ``edge`` after, where it has both. A round's own effect is the step across a barrier (after −
+    before); learning within a period is the step from one barrier's after to the next one's
+    before. Under ``independent`` the same episodes are a control: no round happens there."""
+    rows = episodes.assign(barrier=(episodes["episode"] - 1) // episodes["period"],
+                           place=(episodes["episode"] - 1) % episodes["period"])
+    sides = {"before": rows[rows["place"] >= rows["period"] - edge].assign(barrier=lambda r: r["barrier"] + 1),
+             "after": rows[rows["place"] < edge]}
+    before, after = (frame.groupby([*keys, "barrier"]).agg(**{side: ("score", "mean"), f"n_{side}": ("score", "size")})
+                     for side, frame in sides.items())
+    both = before.join(after, how="inner")
+    full = both[(both["n_before"] == edge) & (both["n_after"] == edge) & (both.index.get_level_values("barrier") > 0)]
+    return full[["before", "after"]].reset_index()
+
+
+def cells_of(study: Study, work: Path) -> pd.DataFrame:
+    """Each cell's axis values with its mission (target, window) and its period."""
+    return pd.DataFrame([{**values, "target": c.target, "window": c.window, "period": c.period}
+                         for values, c in cell_configs(study.experiment, work)])
+
+
+def agent_keys(study: Study) -> list[str]:
+    return [*study.axes, "run_id", "seed", "agent", "algorithm"]
+
+
+def edges_of(study: Study, work: Path, flat: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """``round_edges`` of every agent of every finished run in the record in ``work``."""
+    episodes = axes_named(flat["episodes"], study.axes).merge(cells_of(study, work), on=study.axes)
+    return round_edges(episodes, agent_keys(study))
+
+
 def agents_of(study: Study, work: Path, flat: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per agent of every finished run in the record in ``work`` (``flat``: its tables,
     ``flatten_tables``): episodes to its own mission (its episode count: a completed agent retires
     at once under ``--until all``) and the rest of ``agent_outcomes``, with the run's wire per agent."""
-    missions = pd.DataFrame([{**values, "target": c.target, "window": c.window}
-                             for values, c in cell_configs(study.experiment, work)])
     frames = {table: axes_named(flat[table], study.axes) for table in ("episodes", "runs")}
-    per_agent = agent_outcomes(frames["episodes"].merge(missions, on=study.axes),
-                               [*study.axes, "run_id", "seed", "agent", "algorithm"])
+    per_agent = agent_outcomes(frames["episodes"].merge(cells_of(study, work), on=study.axes), agent_keys(study))
     runs = frames["runs"][[*study.axes, "run_id", "n_agents", "bits_up", "bits_down"]]
     per_agent = per_agent.merge(runs, on=[*study.axes, "run_id"])
     per_agent["wire_bits_per_agent"] = (per_agent.pop("bits_up") + per_agent.pop("bits_down")) / per_agent.pop("n_agents")
@@ -235,6 +271,7 @@ def main() -> None:
                 write_flat_table(frame, record_path(args.out, study, table))
         agents = agents_of(study, work, flat)
         agents.to_csv(args.out / f"{study.name}_agents.csv", index=False)
+        edges_of(study, work, flat).to_csv(args.out / f"{study.name}_edges.csv", index=False, float_format="%.4g")
     table = summary(study, agents, args.partial)
     table.to_csv(args.out / f"{study.name}_summary.csv", index=False)
     (args.out / f"{study.name}_table.md").write_text(markdown(study, table))

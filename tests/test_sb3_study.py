@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.sb3_study import Study, agent_outcomes, markdown, summary
+from benchmarks.sb3_study import Study, agent_outcomes, markdown, round_edges, summary
 
 FILE = 'domain = "rl"\nseeds = {seeds}\n[sweep]\nenv = {{ cartpole = {{ env = "CartPole-v1" }} }}\n' \
        'method = ["independent", "pd"]\n'
@@ -71,3 +71,17 @@ def test_an_agents_late_score_is_its_last_window_and_completed_needs_a_full_one(
     assert out["completed"].tolist() == [True, False, False]
     assert out["episodes"].tolist() == [4, 2, 4] and out["env_steps"].tolist() == [40, 20, 40]
     assert list(out.columns) == ["run_id", "episodes", "env_steps", "late_score", "completed"]
+
+
+def test_a_rounds_edges_are_the_episodes_on_each_side_of_its_barrier_and_need_both_full():
+    """Period 2, edge 2: agent 1's episodes 1-6 (10…60) give barriers 1 (15 | 35) and 2 (35 | 55),
+    not 3 (no episode after it); agent 0's five episodes give barrier 1 alone (its barrier 2 has
+    one episode after it). Edge 1: the episodes either side of each barrier."""
+    scores = {0: [1, 2, 3, 4, 5], 1: [10, 20, 30, 40, 50, 60]}
+    episodes = pd.DataFrame([dict(run_id="r", agent=a, episode=i + 1, score=s, period=2)
+                             for a, agent_scores in scores.items() for i, s in enumerate(agent_scores)])
+    two = round_edges(episodes, ["run_id", "agent"], edge=2)
+    assert two[["agent", "barrier", "before", "after"]].values.tolist() == [[0, 1, 1.5, 3.5], [1, 1, 15, 35], [1, 2, 35, 55]]
+    one = round_edges(episodes, ["run_id", "agent"], edge=1)
+    assert one[["agent", "barrier", "before", "after"]].values.tolist() == [
+        [0, 1, 2, 3], [0, 2, 4, 5], [1, 1, 20, 30], [1, 2, 40, 50]]
