@@ -7,7 +7,9 @@ more than the work of a small round. With ``--isolation process`` a SuperNode or
 running the app to a process of the user's. These are those processes: each acquires its tasks
 from the Runtime API as Flower's SuperExec does and runs them as ``flwr-clientapp`` /
 ``flwr-serverapp`` do, with flwr's own pull, push and log-upload functions, but without a process
-start, so frd is imported once per node or SuperLink rather than once per message or run.
+start, so frd is imported once per node or SuperLink rather than once per message or run;
+its domains (models, data, methods) load as soon as the runner is ready, while it waits for a
+first task, which then finds them loaded (loading them cost a first task 5.8 s of CPU, py-spy).
 (Flower's Kubernetes executor keeps warm pods for the same reason.)
 
 A participant's state still travels in ``context.state``, pulled with each task and pushed back
@@ -69,6 +71,7 @@ from flwr.supercore.task_identity import TaskIdentity
 from flwr.superlink.grid import HttpGrid
 from flwr.supernode.runtime.run_clientapp import push_message, push_task_output
 
+from frd.domains import domains
 from frd.flower.apps import client as frd_client
 from frd.flower.apps import server as frd_server
 from frd.flower.launch import ready_line
@@ -235,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
         start_parent_process_monitor(args.parent_pid)  # raises SIGINT here when the parent is gone
         signal.signal(signal.SIGINT, _interrupt_once_orphaned(args.parent_pid))
     print(ready_line(args.app, int(args.runtime_api_address.rpartition(":")[2])), flush=True)  # launch waits for it
+    domains()  # their modules (models, data, methods): ~4 s of a first task otherwise; tasks wait in the SuperNode meanwhile
     if args.app == "client":
         task_type, run = TaskType.CLIENT_APP, run_task
     else:
