@@ -16,6 +16,8 @@ this script reads each agent's episodes from the record and writes:
   mean of its latest ``window`` scores, completed);
 - ``<name>_edges.csv``: per agent and round barrier, its mean score over the ``EDGE`` episodes
   before the barrier and the ``EDGE`` after (``round_edges``): does a round set a learner back?
+  ``<name>_edges_summary.csv``: per cell and learner, the step across a barrier and the gain
+  within a period, over runs [95 % CI] (``edge_summary``);
 - ``<name>_summary.csv`` and ``<name>_table.md``: per cell and learner, the IQM over runs of the
   learner's episodes (the mean over its agents in the run, where a run has several of one
   algorithm [our choice: the run is the unit, its agents shared with each other]) with its 95 %
@@ -48,7 +50,7 @@ import pandas as pd  # noqa: E402
 from benchmarks.records import axes_named, cell_configs, convert_tables, flatten_tables, write_flat_table  # noqa: E402
 from benchmarks.sharing_study import interval_verdict  # noqa: E402
 from frd.experiment_file import SKIP_KEY, read_file  # noqa: E402
-from frd.stats import improvement_ci, iqm_ci  # noqa: E402
+from frd.stats import improvement_ci, iqm_ci, stratified_bootstrap  # noqa: E402
 
 PAIRS = Path("benchmarks/experiments/sb3_pairs.toml")
 BASELINE = "independent"
@@ -121,6 +123,28 @@ def round_edges(episodes: pd.DataFrame, keys: list[str], edge: int = EDGE) -> pd
     both = before.join(after, how="inner")
     full = both[(both["n_before"] == edge) & (both["n_after"] == edge) & (both.index.get_level_values("barrier") > 0)]
     return full[["before", "after"]].reset_index()
+
+
+def edge_summary(edges: pd.DataFrame, cell: list[str]) -> pd.DataFrame:
+    """Per cell and learner of ``round_edges``: the step across a barrier (after − before) and the
+    gain within a period (the same agent's before at the next barrier − its after at this one),
+    each run the mean over its agents and barriers, then the mean over runs with its 95 %
+    bootstrap interval (the run is the unit: one agent's barriers are not independent)."""
+    agent = [*cell, "run_id", "agent", "algorithm"]
+    edges = edges.sort_values([*agent, "barrier"])
+    following = edges.groupby(agent)[["barrier", "before"]].shift(-1)
+    edges = edges.assign(across=edges["after"] - edges["before"],
+                         within=following["before"].where(following["barrier"] == edges["barrier"] + 1) - edges["after"])
+    per_run = edges.groupby([*cell, "algorithm", "run_id"])[["across", "within"]].mean()
+    rows = []
+    for values, runs in per_run.groupby(level=[*cell, "algorithm"]):
+        row: dict[str, object] = {**dict(zip([*cell, "algorithm"], values)), "runs": len(runs)}
+        for step in ("across", "within"):
+            v = runs[step].dropna().to_numpy(float)
+            lo, hi = stratified_bootstrap(lambda s: float(s[0].mean()), [v]) if len(v) > 1 else (np.nan, np.nan)
+            row.update({step: v.mean(), f"{step}_lo": lo, f"{step}_hi": hi})
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def cells_of(study: Study, work: Path) -> pd.DataFrame:
@@ -271,7 +295,10 @@ def main() -> None:
                 write_flat_table(frame, record_path(args.out, study, table))
         agents = agents_of(study, work, flat)
         agents.to_csv(args.out / f"{study.name}_agents.csv", index=False)
-        edges_of(study, work, flat).to_csv(args.out / f"{study.name}_edges.csv", index=False, float_format="%.4g")
+        edges = edges_of(study, work, flat)
+        edges.to_csv(args.out / f"{study.name}_edges.csv", index=False, float_format="%.4g")
+        edge_summary(edges, study.axes).to_csv(args.out / f"{study.name}_edges_summary.csv", index=False,
+                                               float_format="%.2f")
     table = summary(study, agents, args.partial)
     table.to_csv(args.out / f"{study.name}_summary.csv", index=False)
     (args.out / f"{study.name}_table.md").write_text(markdown(study, table))

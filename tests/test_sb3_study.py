@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.sb3_study import Study, agent_outcomes, markdown, round_edges, summary
+from benchmarks.sb3_study import Study, agent_outcomes, edge_summary, markdown, round_edges, summary
 
 FILE = 'domain = "rl"\nseeds = {seeds}\n[sweep]\nenv = {{ cartpole = {{ env = "CartPole-v1" }} }}\n' \
        'method = ["independent", "pd"]\n'
@@ -85,3 +85,16 @@ def test_a_rounds_edges_are_the_episodes_on_each_side_of_its_barrier_and_need_bo
     one = round_edges(episodes, ["run_id", "agent"], edge=1)
     assert one[["agent", "barrier", "before", "after"]].values.tolist() == [
         [0, 1, 2, 3], [0, 2, 4, 5], [1, 1, 20, 30], [1, 2, 40, 50]]
+
+
+def test_the_edge_summary_averages_each_run_first_then_over_runs():
+    """Run a: barriers (10 → 12), (15 → 15), (20 → 26): across 2, 0, 6 (mean 8/3), within 15 − 12
+    and 20 − 15 (mean 4). Run b: (0 → −4), (0 → 4): across 0, within 0 − (−4) = 4. Over the two
+    runs: across 4/3 (over the five barriers it would be 1.6), within 4; each inside its bootstrap
+    interval, which lies between the two runs' values."""
+    edges = pd.DataFrame([dict(env="e", run_id=r, agent=0, algorithm="ppo", barrier=b, before=x, after=y)
+                          for r, pairs in (("a", [(10, 12), (15, 15), (20, 26)]), ("b", [(0, -4), (0, 4)]))
+                          for b, (x, y) in enumerate(pairs, start=1)])
+    row = edge_summary(edges, ["env"]).iloc[0]
+    assert (row["runs"], row["within"]) == (2, 4.0) and row["across"] == pytest.approx(4 / 3)
+    assert 0 <= row["across_lo"] <= 4 / 3 <= row["across_hi"] <= 8 / 3 and row["within_lo"] == row["within_hi"] == 4
