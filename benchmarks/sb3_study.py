@@ -147,29 +147,24 @@ def edge_summary(edges: pd.DataFrame, cell: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cells_of(study: Study, work: Path) -> pd.DataFrame:
-    """Each cell's axis values with its mission (target, window) and its period."""
-    return pd.DataFrame([{**values, "target": c.target, "window": c.window, "period": c.period}
-                         for values, c in cell_configs(study.experiment, work)])
+def episodes_of(study: Study, work: Path, flat: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The episodes of every finished run in the record in ``work`` (``flat``: its tables,
+    ``flatten_tables``), each with its cell's mission (target, window) and period."""
+    cells = pd.DataFrame([{**values, "target": c.target, "window": c.window, "period": c.period}
+                          for values, c in cell_configs(study.experiment, work)])
+    return axes_named(flat["episodes"], study.axes).merge(cells, on=study.axes)
 
 
 def agent_keys(study: Study) -> list[str]:
     return [*study.axes, "run_id", "seed", "agent", "algorithm"]
 
 
-def edges_of(study: Study, work: Path, flat: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """``round_edges`` of every agent of every finished run in the record in ``work``."""
-    episodes = axes_named(flat["episodes"], study.axes).merge(cells_of(study, work), on=study.axes)
-    return round_edges(episodes, agent_keys(study))
-
-
-def agents_of(study: Study, work: Path, flat: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per agent of every finished run in the record in ``work`` (``flat``: its tables,
-    ``flatten_tables``): episodes to its own mission (its episode count: a completed agent retires
-    at once under ``--until all``) and the rest of ``agent_outcomes``, with the run's wire per agent."""
-    frames = {table: axes_named(flat[table], study.axes) for table in ("episodes", "runs")}
-    per_agent = agent_outcomes(frames["episodes"].merge(cells_of(study, work), on=study.axes), agent_keys(study))
-    runs = frames["runs"][[*study.axes, "run_id", "n_agents", "bits_up", "bits_down"]]
+def agents_of(study: Study, episodes: pd.DataFrame, flat: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per agent of ``episodes`` (``episodes_of``): episodes to its own mission (its
+    episode count: a completed agent retires at once under ``--until all``) and the rest of
+    ``agent_outcomes``, with the run's wire per agent (from ``flat``'s runs)."""
+    per_agent = agent_outcomes(episodes, agent_keys(study))
+    runs = axes_named(flat["runs"], study.axes)[[*study.axes, "run_id", "n_agents", "bits_up", "bits_down"]]
     per_agent = per_agent.merge(runs, on=[*study.axes, "run_id"])
     per_agent["wire_bits_per_agent"] = (per_agent.pop("bits_up") + per_agent.pop("bits_down")) / per_agent.pop("n_agents")
     return per_agent
@@ -293,9 +288,10 @@ def main() -> None:
         if args.flatten:
             for table, frame in flat.items():
                 write_flat_table(frame, record_path(args.out, study, table))
-        agents = agents_of(study, work, flat)
+        episodes = episodes_of(study, work, flat)
+        agents = agents_of(study, episodes, flat)
         agents.to_csv(args.out / f"{study.name}_agents.csv", index=False)
-        edges = edges_of(study, work, flat)
+        edges = round_edges(episodes, agent_keys(study))
         edges.to_csv(args.out / f"{study.name}_edges.csv", index=False, float_format="%.4g")
         edge_summary(edges, study.axes).to_csv(args.out / f"{study.name}_edges_summary.csv", index=False,
                                                float_format="%.2f")
