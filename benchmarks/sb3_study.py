@@ -120,9 +120,8 @@ def round_edges(episodes: pd.DataFrame, keys: list[str], edge: int = EDGE) -> pd
              "after": rows[rows["place"] < edge]}
     before, after = (frame.groupby([*keys, "barrier"]).agg(**{side: ("score", "mean"), f"n_{side}": ("score", "size")})
                      for side, frame in sides.items())
-    both = before.join(after, how="inner")
-    full = both[(both["n_before"] == edge) & (both["n_after"] == edge) & (both.index.get_level_values("barrier") > 0)]
-    return full[["before", "after"]].reset_index()
+    both = before.join(after, how="inner")  # no barrier 0: nothing comes before the first episode
+    return both.loc[(both["n_before"] == edge) & (both["n_after"] == edge), ["before", "after"]].reset_index()
 
 
 def edge_summary(edges: pd.DataFrame, cell: list[str]) -> pd.DataFrame:
