@@ -36,7 +36,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.records import axes_named, convert_tables, flatten_tables  # noqa: E402
+from benchmarks.records import add_record_arguments, axes_named, convert_tables, flatten_tables  # noqa: E402
 from frd.classification.methods import GLOBAL  # noqa: E402
 from frd.classification.models import build_model, count_parameters  # noqa: E402
 from frd.payload import FLOAT_BITS  # noqa: E402
@@ -166,11 +166,7 @@ def markdown(table: pd.DataFrame) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path("results/distill"), help="the experiment's folder")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    what = parser.add_mutually_exclusive_group()
-    what.add_argument("--flatten", action="store_true", help="also write the flat record into --out")
-    what.add_argument("--convert", action="store_true",
-                      help="first turn the flat record in --out into the experiment's record in --work")
+    add_record_arguments(parser)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.convert:

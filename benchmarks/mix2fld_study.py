@@ -41,7 +41,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.records import axes_named, convert_tables, flatten_tables, write_flat_table  # noqa: E402
+from benchmarks.records import add_record_arguments, axes_named, convert_tables, flatten_tables, write_flat_table  # noqa: E402
 from frd.channel import ACCESS, make_wireless  # noqa: E402
 from frd.classification.config import ClsConfig  # noqa: E402
 from frd.classification.context import RunContext  # noqa: E402
@@ -193,12 +193,8 @@ def channel_sweep(parameters: int, out: Path, draws: int = 2000) -> pd.DataFrame
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path("results/mix2fld"), help="the experiment's folder")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--data-dir", help="MNIST IDX files for part b (default: as frd cls --data-dir)")
-    what = parser.add_mutually_exclusive_group()
-    what.add_argument("--flatten", action="store_true", help="also write the flat record into --out")
-    what.add_argument("--convert", action="store_true",
-                      help="first turn the flat record in --out into the experiment's record in --work")
+    add_record_arguments(parser)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.convert:

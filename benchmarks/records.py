@@ -12,6 +12,7 @@ share its name with a column, e.g. a ``method`` axis of bundles) (``flatten_tabl
 """
 from __future__ import annotations
 
+import argparse
 import gzip
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -172,3 +173,15 @@ def convert(record: Path, experiment_file: Path, out: Path) -> int:
     return _convert({"runs": [pd.concat([cell, runs[RUN_COLUMNS]], axis=1)],
                      "provenance": [pd.concat([cell, runs[["run_id"]], runs.reindex(columns=PROVENANCE)], axis=1)]},
                     experiment_file, out)
+
+
+def add_record_arguments(parser: argparse.ArgumentParser, records: str = "record") -> None:
+    """A study script's ``--out`` and its two ways with the flat ``records`` committed there:
+    ``--flatten`` (write them from the experiment's folder) or ``--convert`` (restore that folder
+    from them first)."""
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="tables, flat records and figures")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--flatten", action="store_true",
+                      help=f"also write the flat {records} into --out")
+    what.add_argument("--convert", action="store_true",
+                      help=f"first turn the flat {records} in --out back into --work (frd run resumes it)")

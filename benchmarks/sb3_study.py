@@ -47,7 +47,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.records import axes_named, cell_configs, convert_tables, flatten_tables, write_flat_table  # noqa: E402
+from benchmarks.records import add_record_arguments, axes_named, cell_configs, convert_tables, flatten_tables, write_flat_table  # noqa: E402
 from benchmarks.sharing_study import interval_verdict  # noqa: E402
 from frd.experiment_file import SKIP_KEY, read_file  # noqa: E402
 from frd.stats import improvement_ci, iqm_ci, stratified_bootstrap  # noqa: E402
@@ -264,15 +264,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiment", type=Path, default=PAIRS, help="the experiment file (default: the pairs)")
     parser.add_argument("--work", type=Path, help="the experiment's folder (default results/<file name>)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--redraw", action="store_true", help="read the committed <name>_agents.csv, not the record")
     parser.add_argument("--partial", action="store_true", help="also the cells with fewer runs than the file's seeds")
-    record = parser.add_mutually_exclusive_group()
-    record.add_argument("--flatten", action="store_true",
-                        help="also write the record's tables, flat and compressed, as <name>_record_<table>.csv.gz "
-                             "(one file per cell past 2 MB)")
-    record.add_argument("--convert", action="store_true",
-                        help="first turn those flat tables back into the record in --work (frd run resumes it)")
+    add_record_arguments(parser, "record's tables (<name>_record_<table>.csv.gz)")
     args = parser.parse_args()
     study = Study(args.experiment)
     work = args.work or Path("results") / study.name

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.records import convert, flatten  # noqa: E402
+from benchmarks.records import add_record_arguments, convert, flatten  # noqa: E402
 from frd.report import report  # noqa: E402
 from frd.results import save_figure  # noqa: E402
 from frd.rl.plots import method_order, plot_payload  # noqa: E402
@@ -110,11 +110,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path("results"),
                         help="the experiments' folders: WORK/seed_agents, WORK/seed_grid, WORK/seed_hidden")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="tables, records and figures")
-    what = parser.add_mutually_exclusive_group()
-    what.add_argument("--flatten", action="store_true", help="also write each experiment's flat record into --out")
-    what.add_argument("--convert", action="store_true",
-                      help="first turn the flat records in --out into the experiments' records under --work")
+    add_record_arguments(parser, "records of the experiments")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     summaries, runs = {}, {}
