@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -80,6 +81,24 @@ def test_epsilon_within_classic_rdp_bound():
     eps = epsilon(1.0, 1.0, 1, delta)
     assert 0 < eps <= classic + 1e-9
     assert classic == pytest.approx(5.30, abs=0.01)
+
+
+def test_much_noise_finds_its_best_order_above_opacus_defaults():
+    # q = 1, σ = 50, 3 steps: the best RDP order is about 96 (Opacus's defaults end at 63 and warn)
+    from opacus.accountants import RDPAccountant
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    orders = RDPAccountant.DEFAULT_ALPHAS
+    with pytest.warns(UserWarning, match="Optimal order is the largest alpha"):
+        loose, _ = get_privacy_spent(orders=orders, rdp=compute_rdp(q=1.0, noise_multiplier=50.0, steps=3, orders=orders),
+                                     delta=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tight = epsilon(50.0, 1.0, 3, 1e-5)
+    # q = 1 is the plain Gaussian mechanism: RDP 3·α/(2σ²) at each order α; ε by Opacus's conversion
+    by_hand = min(3 * a / (2 * 50.0 ** 2) - (math.log(1e-5) + math.log(a)) / (a - 1) + math.log((a - 1) / a)
+                  for a in (96, 128))
+    assert tight == pytest.approx(by_hand, rel=1e-9) and tight < loose - 0.01
 
 
 def test_client_epsilon_composes_the_parts():
