@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup clean
+.PHONY: demo test setup clean warm-imports warm-kernels
 
 setup: $(STAMP)
 
@@ -25,13 +25,18 @@ demo: $(STAMP)
 
 # While mypy checks on one core, the other compiles what the tests import (the extras' packages
 # first) and a tiny run compiles the engine's numba kernels into their on-disk cache, so that the
-# pytest workers load both instead of each compiling them again.
+# pytest workers load both instead of each compiling them again (benchmarks/suite_steps.sh times each).
 WARM_IMPORTS := ray, flwr.server, flwr.simulation, stable_baselines3, opacus, tensorboard, pytest, xdist
+warm-imports: $(STAMP)
+	$(BIN)/python -c 'import $(WARM_IMPORTS)'
+
+warm-kernels: $(STAMP)
+	warm=$$(mktemp -d); $(BIN)/frd compare --methods frd,pd,frl,independent --agents 2 --seeds 1 --hidden 8 \
+	  --period 2 --max-episodes 4 --no-progress --out $$warm > /dev/null; status=$$?; rm -rf $$warm; exit $$status
+
 test: $(STAMP)
 	$(BIN)/ruff check .
-	warm=$$(mktemp -d); ($(BIN)/python -c 'import $(WARM_IMPORTS)' && $(BIN)/frd compare --methods frd,pd,frl,independent \
-	  --agents 2 --seeds 1 --hidden 8 --period 2 --max-episodes 4 --no-progress --out $$warm) > /dev/null 2>&1 & pid=$$!; \
-	  $(BIN)/mypy; status=$$?; wait $$pid; rm -rf $$warm; exit $$status
+	$(MAKE) -s warm-imports warm-kernels > /dev/null 2>&1 & pid=$$!; $(BIN)/mypy; status=$$?; wait $$pid; exit $$status
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=10
 
 clean:
