@@ -15,8 +15,9 @@ from frd.classification.methods import CLS_METHODS, cls_configs
 from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS
 from frd.classification.report import cls_table, summarize
+from frd.codecs.link import COMPRESS
 from frd.errors import FrdError
-from frd.options import add_option_flags, add_out_flag, field_docs, given_options
+from frd.options import add_option_flags, add_out_flag, field_docs, given_options, parse_bool
 from frd.results import ResultStore
 from frd.tensorboard import add_tensorboard_flag
 
@@ -72,6 +73,10 @@ def add_experiment_arguments(p: argparse.ArgumentParser, where: str = "") -> Non
     p.add_argument("--channel", choices=list(CHANNELS), help=f"channel model (default {d.channel})")
     p.add_argument("--channel-opt", dest="channel_options", type=parse_channel_option, action="append", metavar="NAME=VALUE",
                    help="channel model option, e.g. p_up_dbm=15 or preset=symmetric (repeatable)")
+    p.add_argument("--codec-up", metavar="CODEC", help=f"{docs['codec_up']} (default {d.codec_up})")
+    p.add_argument("--codec-down", metavar="CODEC", help=f"{docs['codec_down']} (default {d.codec_down})")
+    p.add_argument("--error-feedback", type=parse_bool, nargs="?", const=True, metavar="yes|no", help=docs["error_feedback"])
+    p.add_argument("--compress", choices=list(COMPRESS), help=f"{docs['compress']} (default {d.compress})")
     p.add_argument("--seeds", type=int, help=f"{docs['seeds']} (default {d.seeds})")
     p.add_argument("--first-seed", type=int, help=f"{docs['first_seed']} (default {d.first_seed})")
     p.add_argument("--threads", type=int, help=f"torch threads (default {d.threads})")

@@ -8,6 +8,7 @@ from frd.channel import CHANNELS, check_channel
 from frd.classification.data import DATASETS
 from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS, PartitionSpec, default_min_samples
+from frd.codecs.link import CodecSettings
 from frd.errors import FrdError
 from frd.options import NoOptions, options_key
 from frd.participation import check_participation, participants
@@ -22,7 +23,8 @@ A method's own paper values (β, K_s, ε) are its options' ``PAPER``."""
 NOT_IN_RESUME_KEY = ("method", "seeds", "first_seed", "threads", "data_dir", "download", "options")
 """Fields that do not change a seed's results, or enter the key elsewhere: the method names its
 part of the key, which holds its options, so that one folder gathers several methods."""
-ADDED_LATER = {"clients_per_round": None, "fraction": None, "min_clients": 1, "shards_per_client": 2}
+ADDED_LATER = {"clients_per_round": None, "fraction": None, "min_clients": 1, "shards_per_client": 2,
+               "codec_up": "fp32", "codec_down": "fp32", "error_feedback": False, "compress": "update"}
 """Fields added after results were saved, with their defaults: in the resume key only when set
 otherwise, so folders written before them still resume."""
 RETIRED = ("method",)
@@ -94,6 +96,14 @@ class ClsConfig:
     """Channel model name in frd.channel.CHANNELS."""
     channel_options: dict[str, float | bool | str] = field(default_factory=dict)
     """Options passed to the channel factory by name (wireless: p_up_dbm=15, preset=symmetric, …)."""
+    codec_up: str = "fp32"
+    """How devices encode their uploads' floats: fp32 (as is), fp16, bf16, q<b>, topk:<f>[+codec] (``frd.codecs``)."""
+    codec_down: str = "fp32"
+    """How the server encodes each device's download (the same codecs)."""
+    error_feedback: bool = False
+    """Devices add what their uplink codec dropped from their weights to their next upload (a lossy codec-up)."""
+    compress: str = "update"
+    """Weights under a codec: the update from what the device last received (update), or the weights themselves."""
     seeds: int = 20
     """Runs: seeds first_seed … first_seed+seeds−1 [our choice: 20, ``frd rl``'s default, so that the
     summary's quartiles and intervals mean something; ``--seeds 1`` for a quick look]."""
@@ -133,6 +143,10 @@ class ClsConfig:
                            f"got {self.reference_device}")
         self._check_participation()
         check_channel(self.channel, self.channel_options)
+        self.codecs().validate(sends_floats=True)
+
+    def codecs(self) -> CodecSettings:
+        return CodecSettings(self.codec_up, self.codec_down, self.error_feedback, self.compress)
 
     def _check_participation(self) -> None:
         check_participation(self.devices, self.clients_per_round, self.fraction, total_flag="--devices",

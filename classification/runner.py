@@ -16,6 +16,7 @@ from frd.classification.models import count_parameters
 from frd.classification.participation import sampled_devices
 from frd.classification.saved import run_models_file
 from frd.classification.training import evaluate
+from frd.codecs.link import codec_link
 from frd.errors import FrdError
 from frd.exchange import Exchange, run_round
 from frd.ledger import Ledger
@@ -66,11 +67,12 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[],
     ledger = Ledger()
     channel = make_channel(config.channel, derive_seed(seed, Stream.CLS_CHANNEL), **config.channel_options)
     sampled = [sampled_devices(config, seed, round_) for round_ in range(config.rounds + 2)]
+    codec = codec_link(config.codecs(), seed)
 
     def exchange(what: Exchange, round_: int) -> float:
         """Round ``round_``'s devices upload; the answer goes to the next round's (``frd.classification.participation``)."""
         return run_round(what, sampled[round_], run_id=ctx.run_id, round_=round_, ledger=ledger, channel=channel,
-                         receivers=sampled[round_ + 1]).comm_s
+                         receivers=sampled[round_ + 1], codec=codec).comm_s
 
     rows: list[dict] = []
     compute_total = comm_total = 0.0

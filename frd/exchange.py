@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Mapping, Protocol, Sequence
 
 from frd.channel import Channel, IdealChannel
+from frd.codecs.link import CodecLink
 from frd.ledger import Ledger
 from frd.payload import Payload
 
@@ -45,30 +46,41 @@ class RoundReport:
 
 
 def run_round(exchange: Exchange, participants: Sequence[int], *, run_id: str, round_: int,
-              ledger: Ledger, channel: Channel | None = None, receivers: Sequence[int] | None = None) -> RoundReport:
+              ledger: Ledger, channel: Channel | None = None, receivers: Sequence[int] | None = None,
+              codec: CodecLink | None = None) -> RoundReport:
     """Run one round and append its transfers to ``ledger``.
 
     Uploads that fail on the channel are left out of the aggregate; a failed download leaves
     that participant unchanged; ``finish_round`` runs once every download is in. The round's
     communication time is the slowest delivered upload plus the slowest delivered download.
     ``receivers``: who the aggregate is for (default the participants; a classification round
-    under partial participation sends it to the devices sampled for the next round).
+    under partial participation sends it to the devices sampled for the next round). ``codec``:
+    the run's codecs (``frd.codecs.link``); each transfer is charged as encoded, received as decoded.
     """
     channel = channel or IdealChannel()
     receivers = participants if receivers is None else receivers
-    uploads = {p: exchange.upload(p) for p in participants}
-    up = channel.uplink({p: u.bits for p, u in uploads.items()})
-    for p, u in uploads.items():
+
+    def send(payloads: dict[int, Payload], direction: str) -> dict[int, tuple[Payload, Payload]]:
+        """(sent, decoded) of each participant's payload."""
+        if codec is None:
+            return {p: (x, x) for p, x in payloads.items()}
+        return {p: codec.send(x, p, round_, direction) for p, x in payloads.items()}
+
+    uploads = send({p: exchange.upload(p) for p in participants}, "up")
+    up = channel.uplink({p: u.bits for p, (u, _) in uploads.items()})
+    for p, (u, _) in uploads.items():
         ledger.record(run_id, round_, p, "up", u.kind, u.entries, u.bits, up[p].latency_s, up[p].delivered)
-    arrived = {p: u for p, u in uploads.items() if up[p].delivered}
-    downloads = exchange.aggregate(arrived, receivers) if arrived else {}
-    down = channel.downlink({p: d.bits for p, d in downloads.items()})
-    for p, d in downloads.items():
+    arrived = {p: decoded for p, (_, decoded) in uploads.items() if up[p].delivered}
+    downloads = send(exchange.aggregate(arrived, receivers) if arrived else {}, "down")
+    down = channel.downlink({p: d.bits for p, (d, _) in downloads.items()})
+    for p, (d, decoded) in downloads.items():
         ledger.record(run_id, round_, p, "down", d.kind, d.entries, d.bits, down[p].latency_s, down[p].delivered)
         if down[p].delivered:
-            exchange.download(p, d)
+            if codec is not None:
+                codec.received(p, decoded)
+            exchange.download(p, decoded)
     exchange.finish_round()
     comm_s = (max((up[p].latency_s for p in arrived), default=0.0)
               + max((t.latency_s for t in down.values() if t.delivered), default=0.0))
-    return RoundReport(round_, tuple(arrived), sum(u.bits for u in uploads.values()),
-                       sum(d.bits for d in downloads.values()), comm_s)
+    return RoundReport(round_, tuple(arrived), sum(u.bits for u, _ in uploads.values()),
+                       sum(d.bits for d, _ in downloads.values()), comm_s)

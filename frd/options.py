@@ -189,6 +189,8 @@ def add_config_flags(parser: argparse.ArgumentParser, config: type, skip: Collec
             kwargs.update(action="append", default=[])
         if "metavar" in f.metadata:
             kwargs["metavar"] = f.metadata["metavar"]
+        if hints[f.name] is bool:  # ``--error-feedback`` alone means yes; ``--error-feedback no`` is explicit
+            kwargs.update(nargs="?", const=True, metavar="yes|no")
         if "choices" in f.metadata:
             kwargs["choices"] = list(f.metadata["choices"])
         parser.add_argument(flag_name(f), **kwargs)

@@ -23,6 +23,8 @@ class Stream(IntEnum):
     RL_ACTIONS = 0x5EED       # XOR-ed into a lane's seed for its action draws
     RL_EVAL_STATES = 0xE7A1   # frd eval: an episode's first state, derive_seed(eval seed, episode, key)
     RL_EVAL_ACTIONS = 0xE7A2  # frd eval: that episode's sampled actions, the same way
+    # Codecs (both domains): derive_seed(run seed, CODEC, round, participant, direction 0 up / 1 down)
+    CODEC = 0xC0DEC
     # Channel: mixed with the channel's own seed for the fading draws
     FADING = 0xC4A77E1
     # Classification: derive_seed(run seed, key, …)

@@ -17,8 +17,11 @@ CASES = {  # the fused CartPole path, Acrobot's lockstep path, and two learner g
     "acrobot": dict(methods=("independent", "pd", "frd"), env_id="Acrobot-v1", hidden=8, max_episodes=4, period=2),
     "widths": dict(methods=("independent", "pd", "frd"), env_id="CartPole-v1", agent_spec="h=8;h=16",
                    max_episodes=30, target=35.0, window=3, period=5, until="all"),
+    "codecs": dict(methods=("frl", "pd", "frd"), env_id="CartPole-v1", hidden=8, activation="relu", max_episodes=40,
+                   target=35.0, window=3, period=5, until="all", codec_up="topk:0.2+q4", codec_down="q8",
+                   error_feedback=True),  # residuals and references are the batch's state too
 }
-CUTS = {"cartpole": (7, 8), "acrobot": (100, 150), "widths": (78, 90)}
+CUTS = {"cartpole": (7, 8), "acrobot": (100, 150), "widths": (78, 90), "codecs": (7, 8)}
 """Safe points of the save and of the cut: CartPole and widths runs finish before the save (2
 and 3 runs), between it and the cut (5 and 5) and after (8 and 1); Acrobot's untrained episodes
 all last ~500 steps, so its runs all finish after the cut. (A fused CartPole safe point comes

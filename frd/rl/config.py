@@ -11,6 +11,7 @@ from frd.agents.sb3 import SB3Config
 from frd.agents.spec import AgentSpec, agent_configs, agent_specs, parse_agent_spec
 from frd.agents.stacked import ACTIVATIONS
 from frd.channel import CHANNELS, check_channel, parse_channel_option
+from frd.codecs.link import COMPRESS, CodecSettings
 from frd.envs.lanes import check_env_id
 from frd.errors import FrdError
 from frd.options import build_options, options_key
@@ -25,7 +26,8 @@ UNTIL = ("first", "all")
 INITS = ("shared", "separate")
 """Initial weights: one per architecture for all of a run's agents (a server's initial model), or one per agent."""
 
-ADDED_LATER = {"agent_spec": (), "init": "shared", "agents_per_round": None, "fraction": None}
+ADDED_LATER = {"agent_spec": (), "init": "shared", "agents_per_round": None, "fraction": None,
+               "codec_up": "fp32", "codec_down": "fp32", "error_feedback": False, "compress": "update"}
 """Fields added after results were saved, with their defaults: in the resume key only when set
 otherwise, so folders written before them still resume."""
 
@@ -84,6 +86,15 @@ class RLConfig:
                                                          "repeat": True, "metavar": "NAME=VALUE"})
     """(name, value) overrides of the channel's parameters; on the command line NAME=VALUE, e.g. p_up_dbm=15
     (repeatable)."""
+    codec_up: str = field(default="fp32", metadata={"metavar": "CODEC"})
+    """How each agent encodes what it uploads: fp32 (as is), fp16, bf16, q<b> (b = 1 … 16 bits), topk:<f> or
+    topk:<f>+<codec>, e.g. topk:0.01+q8 (``frd.codecs``); the ledger charges the encoding."""
+    codec_down: str = field(default="fp32", metadata={"metavar": "CODEC"})
+    """How the server encodes what each agent downloads (the same codecs)."""
+    error_feedback: bool = False
+    """Each agent adds what its uplink codec dropped from its weights to its next upload (needs a lossy --codec-up)."""
+    compress: str = field(default="update", metadata={"choices": COMPRESS})
+    """What a codec compresses of weights (frl): the update from what the agent last received, or the weights."""
     threads: int = 1
     """Torch threads (1 is fastest below ~256 lanes here)."""
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -147,6 +158,10 @@ class RLConfig:
         for name, method in zip(self.methods, methods):
             method.check(self.options_for(name), setup)
         check_channel(self.channel, dict(self.channel_options))
+        self.codecs().validate(sends_floats=any(method.exchanges for method in methods))
+
+    def codecs(self) -> CodecSettings:
+        return CodecSettings(self.codec_up, self.codec_down, self.error_feedback, self.compress)
 
     def check_participation(self) -> None:
         """K within 1 … agents, C within (0, 1], not both."""

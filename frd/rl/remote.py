@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from frd.channel import make_channel
+from frd.codecs.link import codec_link
 from frd.envs.lanes import check_env_id
 from frd.errors import FrdError
 from frd.exchange import run_round
@@ -259,7 +260,7 @@ class RemoteRun:
         setup = config.run_setup(env.observation_space, int(env.action_space.n), seed)  # type: ignore[attr-defined]
         strategy = get_method(method)(config.options_for(method), setup)
         self.config, self.link, self.id = config, link, run_id(method, seed)
-        self.run = RunState(method, strategy, seed, np.arange(config.agents))
+        self.run = RunState(method, strategy, seed, np.arange(config.agents), codec=codec_link(config.codecs(), seed))
         # the agents' episodes go through the rule again here, in the order the batch would take them
         self.standing = episode_end.standing(np.array([strategy.exchanges]), config.agents, config.window,
                                              config.period)
@@ -347,7 +348,7 @@ class RemoteRun:
         clock = -(-max(self.events.values()) // points) * points
         exchange = _ServerSide(run.strategy, uploads)
         report = run_round(exchange, self.live, run_id=self.id, round_=run.rounds + 1, ledger=run.ledger,
-                           channel=self.channel)
+                           channel=self.channel, codec=run.codec)
         scores = {a: float(reports[a]["recent"][0]) for a in self.live}
         states = run.strategy.finish_rng_states(
             exchange.downloads, scores, round_rng(run.seed, run.rounds))

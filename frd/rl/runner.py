@@ -34,6 +34,7 @@ from frd.agents import kernel
 from frd.agents.grouped import GroupedPopulation
 from frd.agents.sb3 import MixedPopulation, SB3Learner
 from frd.channel import make_channel
+from frd.codecs.link import CodecLink, codec_link
 from frd.envs.lanes import RESET_BLOCK, CartPoleLanes, make_lanes
 from frd.exchange import run_round
 from frd.ledger import Ledger
@@ -70,6 +71,7 @@ class RunState:
     compute_s: float = 0.0
     comm_s: float = 0.0
     finished: bool = False
+    codec: CodecLink | None = None  # its codecs (``frd.codecs.link``); None at the defaults
     participation: np.random.Generator = field(init=False)  # draws each round's participants (a stream of its own)
 
     def __post_init__(self) -> None:
@@ -117,7 +119,8 @@ class RLBatch:
             setup = config.run_setup(self.env.observation_space, self.env.n_actions, seed)
             return get_method(method)(config.options_for(method), setup)
 
-        self.runs = [RunState(method, strategy(method, s), s, np.arange(i * A, (i + 1) * A))
+        self.runs = [RunState(method, strategy(method, s), s, np.arange(i * A, (i + 1) * A),
+                              codec=codec_link(config.codecs(), s))
                      for i, (method, s) in enumerate(runs)]
         self.channels = [make_channel(config.channel, derive_seed(s, Stream.RL_CHANNEL), **dict(config.channel_options))
                          for s in seeds]
@@ -500,7 +503,7 @@ class RLBatch:
         run = self.runs[i]
         run.strategy.begin_round(self.round_context(i, rows, round_rng(run.seed, run.rounds)))
         report = run_round(run.strategy, list(rows), run_id=run_id(run.method, run.seed),
-                           round_=run.rounds + 1, ledger=run.ledger, channel=self.channels[i])
+                           round_=run.rounds + 1, ledger=run.ledger, channel=self.channels[i], codec=run.codec)
         run.comm_s += report.comm_s
         return True
 
