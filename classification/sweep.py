@@ -7,6 +7,7 @@ import pandas as pd
 from frd.classification.config import ClsConfig
 from frd.classification.report import accuracy_vs_bits, summarize
 from frd.domains import Curve, Metric
+from frd.frontier import Frontier
 from frd.results import ResultStore, run_id
 
 HEADLINE = (
@@ -18,6 +19,12 @@ HEADLINE = (
     Metric("bits_up_total", "bits up total", log=True),
 )
 """Job 3's table [issue 41]: accuracy and what it cost on the uplink."""
+
+
+FRONTIERS = tuple(Frontier(f"frontier_{which}", f"accuracy_{which}_iqm", f"{which} accuracy (IQM, 95% CI)", "bits_up_total",
+                          "uplink bits of a run, all devices", higher_is_better=True, percent=True)
+                  for which in ("final", "best"))
+"""``frd report``'s frontiers (``frd.frontier``): final and best accuracy against a run's uplink."""
 
 
 def summary(config: ClsConfig, store: ResultStore) -> pd.DataFrame:

@@ -30,6 +30,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from frd.domains import Comparison, Curve, Domain, Metric, domains, get_domain  # noqa: E402
 from frd.errors import FrdError  # noqa: E402
 from frd.experiment_file import CELLS, RECORD, Experiment, read_file, shown, suggest  # noqa: E402
+from frd.frontier import Frontier, frontier_figure, frontier_table  # noqa: E402
 from frd.results import ResultStore, atomic_write_csv, save_figure  # noqa: E402
 from frd.stats import fmt, improvement_ci  # noqa: E402
 
@@ -355,6 +356,12 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
             _save(_against_axis(summary, names[axis], keys, plotted, styles), out / FIGURES / column(axis))
     for name in dict.fromkeys(curve.name for _, curve in curves):
         _save(_curve_figure([(c, k) for c, k in curves if k.name == name], names, styles), out / FIGURES / name)
+    frontiers: Sequence[Frontier] = getattr(domain, "frontiers", ())
+    for frontier in frontiers:
+        if len(summary) > 1 and {frontier.cost, frontier.outcome} <= set(summary.columns):
+            points = frontier_table(summary, frontier, keys)
+            atomic_write_csv(points, out / f"{frontier.name}.csv")
+            _save(frontier_figure(points, frontier, lambda rows: _series(rows, keys, styles)), out / FIGURES / frontier.name)
     print(f"\nsummary.csv and {FIGURES}/ in {out}/")
     return summary
 

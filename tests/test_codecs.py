@@ -8,6 +8,7 @@ import pytest
 from frd.cli import main
 from frd.codecs import parse_codec
 from frd.codecs.link import CodecLink, CodecSettings, codec_link
+from frd.frontier import Frontier, frontier_figure, frontier_table, pareto_front
 from frd.payload import FLOAT_BITS, PIXEL_BITS, Payload
 from frd.rl.config import rl_config
 from frd.rl.runner import iter_simulate
@@ -181,3 +182,38 @@ def test_a_codec_for_methods_that_send_nothing_is_refused(tmp_path, capsys):
     assert main([*RL[:2], "independent", *RL[3:], "--codec-up", "q8", "--out", str(tmp_path / "out")]) == 2
     assert "no method asked sends anything (independent learns alone)" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_pareto_front_is_the_rows_no_other_row_beats_at_no_more_cost():
+    cost = np.array([0.0, 10.0, 20.0, 20.0, 5.0, np.nan, 40.0])
+    episodes = np.array([300.0, 250.0, 250.0, 200.0, 310.0, 100.0, 200.0])  # fewer is better
+    assert pareto_front(cost, episodes, higher_is_better=False).tolist() == [True, True, False, True, False, False, False]
+    accuracy = np.array([0.5, 0.7, 0.9, 0.9, 0.4, 0.95, 0.95])
+    assert pareto_front(cost, accuracy, higher_is_better=True).tolist() == [True, True, True, True, False, False, True]
+
+
+def test_the_frontier_table_divides_the_cost_per_agent_and_marks_the_front():
+    summary = pd.DataFrame({"method": ["independent", "frl", "frl", "frd"], "codec_up": ["fp32", "fp32", "q8", "fp32"],
+                            "agents": [2, 2, 2, 4], "bits_up_total": [0, 8000, 2000, 4000],
+                            "mission_episodes_iqm": [400.0, 300.0, 310.0, 320.0],
+                            "mission_episodes_iqm_lo": [380.0, 280.0, 290.0, 300.0],
+                            "mission_episodes_iqm_hi": [420.0, 320.0, 330.0, 340.0]})
+    frontier = Frontier("frontier", "mission_episodes_iqm", "mission episodes", "bits_up_total", "bits per agent",
+                        higher_is_better=False, per="agents")
+    table = frontier_table(summary, frontier, ["method", "codec_up"])
+    assert table["cost"].tolist() == [0, 4000, 1000, 1000] and table["pareto"].tolist() == [True, True, True, False]
+    assert table["outcome_lo"].tolist() == [380.0, 280.0, 290.0, 300.0]
+    figure = frontier_figure(table, frontier, lambda rows: [("", {"color": "C0", "marker": "o"}, rows)])
+    assert figure.axes[0].get_xscale() == "log" and figure.axes[0].get_lines()  # the costless row: a line
+
+
+def test_a_codec_sweep_reports_its_frontier(tmp_path):
+    assert main([*RL, "--sweep", "codec-up=fp32,q4", "--out", str(tmp_path / "sweep")]) == 0
+    assert main(["report", str(tmp_path / "sweep")]) == 0
+    frontier = pd.read_csv(tmp_path / "sweep" / "frontier.csv")
+    summary = pd.read_csv(tmp_path / "sweep" / "summary.csv")
+    assert frontier["codec_up"].tolist() == ["fp32", "q4"]
+    assert frontier["cost"].tolist() == (summary["bits_up_total"] / 2).tolist()
+    assert frontier["cost"].iloc[1] < frontier["cost"].iloc[0] / 3  # 4 bits a weight and 64 a layer, against 32
+    assert frontier["pareto"].iloc[1]  # the same 30 capped episodes for fewer bits
+    assert all((tmp_path / "sweep" / "figures" / f"frontier.{kind}").exists() for kind in ("png", "pdf"))

@@ -101,7 +101,11 @@ def _checked(args: argparse.Namespace) -> tuple[Domain, Any, Path]:
     input is one line before any process starts."""
     require_flwr()
     domain = get_domain(args.domain)
-    return domain, *domain.remote_config(args)
+    config, out = domain.remote_config(args)
+    if not config.codecs().is_default:  # the link would carry decoded floats: transport.csv and the ledger would disagree
+        raise FrdError("frd flower does not yet carry encoded payloads (--codec-up, --codec-down); "
+                       "run codecs in process or on Ray (--backend ray)")
+    return domain, config, out
 
 
 def _report(domain: Domain, config: Any, out: Path, log: Path) -> None:

@@ -18,7 +18,7 @@ from frd.rl.experiment import report, run_experiment
 from frd.rl.methods import RL_METHODS, get_method
 from frd.rl.remote import agent_reply, check_remote
 from frd.rl.runs import RLRuns
-from frd.rl.sweep import COMPARISON, HEADLINE, experiment_config, summary
+from frd.rl.sweep import COMPARISON, FRONTIERS, HEADLINE, experiment_config, summary
 from frd.saved import EvalRequest, SavedModels
 
 
@@ -34,6 +34,7 @@ class RLDomain(RLRuns):
     methods = RL_METHODS
     headline = HEADLINE
     comparison = COMPARISON
+    frontiers = FRONTIERS
 
     def register(self, subparsers: argparse._SubParsersAction) -> None:
         cli.register(subparsers)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from frd.domains import Comparison, Metric
 from frd.errors import FrdError
+from frd.frontier import Frontier
 from frd.results import ResultStore
 from frd.rl import cli
 from frd.rl.config import RLConfig
@@ -24,6 +25,11 @@ HEADLINE = (
 )
 """Job 2's table [issue 41]: per cell, the median mission episodes with its 95 % bootstrap interval,
 one agent's uplink per round, and all agents' uplink until the mission."""
+
+
+FRONTIERS = (Frontier("frontier", "mission_episodes_iqm", "mission episodes (IQM, 95% CI)", "bits_up_total",
+                       "uplink bits per agent until the mission", higher_is_better=False, per="agents"),)
+"""``frd report``'s frontier (``frd.frontier``): the fewest bits that reach the mission soonest."""
 
 
 COMPARISON = Comparison(BASELINE, {"mission_episodes": "p_improvement", "all_agents_episodes": "p_improvement_all_agents"},
