@@ -12,6 +12,7 @@ repeat, medians over repeats (the codecs take turns within a repeat, so load dri
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import pandas as pd
 
@@ -23,7 +24,7 @@ from frd.rl.config import RLConfig
 from frd.rl.runner import RLBatch
 
 
-def frl_steps(codec: str, runs: int, episodes: int) -> dict[str, float]:
+def frl_steps(codec: str, runs: int, episodes: int) -> dict[str, Any]:
     """One batch of ``runs`` FRL runs under ``codec`` (uplink; error feedback for top-k) to ``episodes``."""
     config = RLConfig(methods=("frl",), agents=2, seeds=runs, max_episodes=episodes, target=float("inf"),
                       codec_up=codec, error_feedback=codec.startswith("topk"))

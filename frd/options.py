@@ -12,7 +12,8 @@ lists them from there, so it cannot drift), ``repeat`` (the flag may be given ag
 appended) and ``flag_default`` (the value when the flag is not given, where that is not the
 field's default: None for "the env's", say; its docstring says what it means). Any field may give
 ``metavar``, the value's name in the help (default: the field's name in capitals, ``{a,b}`` for a
-``Literal``, ``yes|no`` for a bool).
+``Literal``, ``yes|no`` for a bool), and ``was``, its name before a rename: the old flag, key and
+keyword still work, and the resume key keeps the old name, so folders written before resume.
 """
 from __future__ import annotations
 
@@ -121,10 +122,22 @@ class Flag:
     help: str
     is_bool: bool
     owners: tuple[str, ...]
+    former: tuple[str, ...] = ()
 
 
 def flag_name(f: Field) -> str:
     return "--" + f.metadata.get("flag", f.name.replace("_", "-"))
+
+
+def former_flags(f: Field) -> tuple[str, ...]:
+    """The flag of a field's name before a rename (``metadata["was"]``), if any."""
+    return ("--" + f.metadata["was"].replace("_", "-"),) if "was" in f.metadata else ()
+
+
+def current_names(options: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` by field name, names from before a rename mapped to today's."""
+    renamed = {f.metadata["was"]: f.name for f in fields(options) if "was" in f.metadata}
+    return {renamed.get(k, k): v for k, v in values.items()}
 
 
 def option_flags(registry: Mapping[str, Any]) -> dict[str, Flag]:
@@ -143,7 +156,7 @@ def option_flags(registry: Mapping[str, Any]) -> dict[str, Flag]:
             default = f.default if f.default is not MISSING else None
             flags[name] = Flag(name, f.name, parse, form, _metavar(f, hints[f.name]),
                                f"{docs.get(f.name, '')} (default {default})",
-                               hints[f.name] is bool, (method,))
+                               hints[f.name] is bool, (method,), former_flags(f))
     return flags
 
 
@@ -165,7 +178,7 @@ def add_option_flags(parser: argparse.ArgumentParser, registry: Mapping[str, Any
                                       metavar=flag.metavar, help=f"[{', '.join(flag.owners)}] {flag.help}")
         if flag.is_bool:  # ``--frl-critic`` alone means yes; ``--frl-critic no`` is explicit
             kwargs.update(nargs="?", const=True)
-        group.add_argument(flag.flag, **kwargs)
+        group.add_argument(flag.flag, *flag.former, **kwargs)
 
 
 def config_flags(config: type, skip: Collection[str] = ()) -> list[Field]:
@@ -222,6 +235,7 @@ def build_options(registry: Mapping[str, Any], methods: Sequence[str], values: M
     owners: dict[str, list[str]] = {}
     flags: dict[str, str] = {}
     for name, klass in registry.items():
+        values = current_names(klass.Options, values)
         for f in fields(klass.Options):
             owners.setdefault(f.name, []).append(name)
             flags[f.name] = flag_name(f)
@@ -253,8 +267,11 @@ def check_choices(options: Any) -> None:
 
 
 def options_key(options: Any) -> dict[str, Any]:
-    """The options' part of a resume key (JSON-ready)."""
-    return asdict(options) if is_dataclass(options) and not isinstance(options, type) else dict(options)
+    """The options' part of a resume key (JSON-ready), a renamed field under its old name."""
+    if not (is_dataclass(options) and not isinstance(options, type)):
+        return dict(options)
+    was = {f.name: f.metadata["was"] for f in fields(options) if "was" in f.metadata}
+    return {was.get(k, k): v for k, v in asdict(options).items()}
 
 
 def at_least(options: Any, **lows: float) -> None:

@@ -54,7 +54,7 @@ def test_a_new_classification_method_runs_through_the_cli_with_its_flag(plugins,
 
 
 @pytest.mark.parametrize("args, message", [
-    (["rl", "--method", "pd", "--codec", "compact"], "--codec is an option of frd, mixfrd, not of pd"),
+    (["rl", "--method", "pd", "--proxy-layout", "compact"], "--proxy-layout is an option of frd, mixfrd, not of pd"),
     (["compare", "--methods", "independent,frl", "--distill-lr", "0.1"],
      "--distill-lr is an option of pd, frd, mixfrd, not of independent, frl"),
     (["cls", "--method", "fl", "--beta", "0.1"], "--beta is an option of fd, not of fl"),

@@ -34,7 +34,7 @@ OUT_OF_RANGE = [
     ("rl", "--fraction", "1.5"), ("compare", "--fraction 0.5 --agents-per-round", "1"),
     ("compare", "--agent-spec", "h=8;h=16"),
     ("rl", "--distill-epochs", "0"), ("rl", "--distill-batch", "0"), ("rl", "--distill-lr", "0"),
-    ("rl", "--codec", "zip"), ("rl", "--frd-weighting", "median"), ("compare", "--frl-critic", "maybe"),
+    ("rl", "--proxy-layout", "zip"), ("rl", "--frd-weighting", "median"), ("compare", "--frl-critic", "maybe"),
     ("rl", "--channel-opt", "p_up_dbm=3"), ("rl", "--channel", "wireless --channel-opt p_up_dbm=loud"),
     ("rl", "--channel", "wireless --channel-opt bogus=1"), ("rl", "--channel", "wireless --channel-opt fading=2"),
     ("rl", "--channel", "wireless --channel-opt n_channels=2.5"), ("rl", "--channel", "wireless --channel-opt t_max_s=inf"),

@@ -14,7 +14,7 @@ OUT = ["--out"]
     (["rl", "--env", "NoSuchEnv-v9"], "unknown gymnasium env 'NoSuchEnv-v9'"),
     (["rl", "--env", "Pendulum-v1"], "Discrete action space"),
     (["rl", "--env", "FrozenLake-v1"], "Box observation space"),
-    (["rl", "--method", "frd", "--codec", "zip"], "argument --codec: expected paper|compact, got 'zip'"),
+    (["rl", "--method", "frd", "--proxy-layout", "zip"], "argument --proxy-layout/--codec: expected paper|compact, got 'zip'"),
     (["rl", "--recipe", "ppo"], "argument --recipe: invalid choice: 'ppo'"),
     (["rl", "--channel", "carrier-pigeon"], "argument --channel: invalid choice: 'carrier-pigeon'"),
     (["compare", "--methods", "frd,magic"], "unknown RL method 'magic'"),

@@ -1,6 +1,8 @@
 """Codecs (``frd.codecs``): bits by hand from what each encoder produced, decoding within each
 codec's bound, unbiased stochastic rounding, error feedback and weight updates by hand, the
 rounds of both domains charged as encoded and trained as decoded, and one-line refusals."""
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -217,3 +219,18 @@ def test_a_codec_sweep_reports_its_frontier(tmp_path):
     assert frontier["cost"].iloc[1] < frontier["cost"].iloc[0] / 3  # 4 bits a weight and 64 a layer, against 32
     assert frontier["pareto"].iloc[1]  # the same 30 capped episodes for fewer bits
     assert all((tmp_path / "sweep" / "figures" / f"frontier.{kind}").exists() for kind in ("png", "pdf"))
+
+
+def test_frds_proxy_layout_was_its_codec_and_old_folders_still_resume(tmp_path, capsys):
+    frd = ["rl", "--method", "frd", "--agents", "2", "--seeds", "1", "--hidden", "8", "--max-episodes", "10",
+           "--period", "5", "--no-progress", "--out", str(tmp_path)]
+    assert main([*frd, "--proxy-layout", "compact"]) == 0
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["resume_key"]["methods"]["frd"]["codec"] == "compact"  # the key keeps the old name
+    options = saved["config"]["options"]["frd"]
+    options["codec"] = options.pop("proxy_layout")  # config.json as frd wrote it before the rename
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    runs = (tmp_path / "runs.csv").read_bytes()
+    assert main([*frd, "--codec", "compact"]) == 0 and (tmp_path / "runs.csv").read_bytes() == runs  # resumed: nothing ran
+    assert main(["report", str(tmp_path)]) == 0
+    assert rl_config("frd", codec="compact").options["frd"].proxy_layout == "compact"

@@ -128,8 +128,8 @@ def test_mixfrd_uploads_half_the_entries_as_mixes_charged_as_sent():
 
 def test_mixfrd_needs_the_paper_codec_and_mean_weighting():
     from frd.errors import FrdError
-    with pytest.raises(FrdError, match="needs --codec paper"):
-        rl_config("mixfrd", codec="compact").validate()
+    with pytest.raises(FrdError, match="needs --proxy-layout paper"):
+        rl_config("mixfrd", proxy_layout="compact").validate()
     with pytest.raises(FrdError, match="use --frd-weighting mean"):
         rl_config("mixfrd", weighting="count").validate()
     tables = []

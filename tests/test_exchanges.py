@@ -108,7 +108,7 @@ def test_frd_local_and_global_proxy_memory_by_hand():
 @pytest.mark.parametrize("codec", ["paper", "compact"])
 def test_frd_round_bits_and_distillation_targets(codec):
     pop = A2CPopulation([1, 2], 2, 2, recipe("nstep", hidden=8))
-    ex = _strategy(FRD, pop, _memories(), grid=2, codec=codec)
+    ex = _strategy(FRD, pop, _memories(), grid=2, proxy_layout=codec)
     ledger = _round(ex, [0, 1])
     per_entry = (2 + 2) * 32 if codec == "paper" else index_bits(GRID.n_cells) + 2 * 32
     up = ledger[ledger.direction == "up"]
@@ -123,5 +123,5 @@ def test_compact_bits_for_cartpole_grid():
     pop = A2CPopulation([1], 4, 2, recipe("nstep", hidden=8))
     states = np.random.default_rng(0).uniform(-1, 1, (50, 4)).astype(np.float32)
     probs = np.full((50, 2), 0.5, np.float32)
-    up = _strategy(FRD, pop, {0: (states, probs)}, box=(-1.0, 1.0), codec="compact").upload(0)
+    up = _strategy(FRD, pop, {0: (states, probs)}, box=(-1.0, 1.0), proxy_layout="compact").upload(0)
     assert up.bits == up.entries * (int(np.ceil(np.log2(30 ** 4))) + 2 * 32)  # ⌈log2 S^d⌉ = 20

@@ -10,6 +10,7 @@ import pandas as pd
 from frd.agents.spec import AgentSpec
 from frd.backends import Executor
 from frd.domains import Curve, Domain
+from frd.options import current_names
 from frd.remote import Reply, Request
 from frd.results import ResultStore, run_id
 from frd.rl import cli, saved
@@ -53,7 +54,8 @@ class RLDomain(RLRuns):
         common = {k: _tuples(v) for k, v in values.items() if k in COMMON_FIELDS}
         common["agent_spec"] = tuple(AgentSpec(**{**entry, "sb3": tuple(tuple(pair) for pair in entry.get("sb3", ()))})
                                      for entry in values["agent_spec"])
-        options = {m: get_method(m).Options(**{k: _tuples(v) for k, v in o.items()}) for m, o in values["options"].items()}
+        options = {m: get_method(m).Options(**current_names(get_method(m).Options, {k: _tuples(v) for k, v in o.items()}))
+                   for m, o in values["options"].items()}
         return RLConfig(**common, options=options)
 
     def participants(self, config: RLConfig) -> int:

@@ -28,15 +28,16 @@ def parse_bounds(text: str) -> tuple[tuple[float, float], ...]:
 
 @dataclass(frozen=True)
 class FRDOptions(DistillOptions):
-    """The grid, the payload's codec and the server's average."""
+    """The grid, the proxy payload's layout and the server's average."""
 
     grid: int = field(default=30, metadata={"metavar": "S"})
     """S: intervals per observation dimension [Seo et al. 2022, §4: 30]."""
     grid_bounds: tuple[tuple[float, float], ...] | None = field(
         default=None, metadata={"parse": parse_bounds, "form": "'lo,hi;lo,hi;…' (one pair per dimension)"})
     """Grid bounds per dimension; None: CartPole's, else the observation space's finite bounds."""
-    codec: Literal["paper", "compact"] = "paper"
-    """Payload: paper (proxy-state floats + policy floats) or compact (cell index + policy)."""
+    proxy_layout: Literal["paper", "compact"] = field(default="paper", metadata={"was": "codec"})
+    """Proxy payload's layout: paper (proxy-state floats + policy floats) or compact (cell index + policy); how its
+    floats are encoded is --codec-up's."""
     weighting: Literal["mean", "count"] = field(default="mean", metadata={"flag": "frd-weighting"})
     """Server average per cell: mean of the agents' cell means, or count-weighted (counts uploaded)."""
 
@@ -85,7 +86,7 @@ class FederatedReinforcementDistillation(DistillingStrategy):
 
     def _encode(self, kind: str, cells: np.ndarray, policy: np.ndarray, counts: np.ndarray | None) -> Payload:
         arrays = {"policy": (policy, FLOAT_BITS)}
-        if self.options.codec == "paper":
+        if self.options.proxy_layout == "paper":
             arrays["states"] = (self.grid.midpoints(cells), FLOAT_BITS)
         else:
             arrays["cells"] = (cells, index_bits(self.grid.n_cells))

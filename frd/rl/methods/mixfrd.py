@@ -56,8 +56,8 @@ class MixFRD(FederatedReinforcementDistillation):
     @classmethod
     def check(cls, options: Any, setup: RunSetup) -> None:
         super().check(options, setup)
-        if options.codec != "paper":
-            raise FrdError("mixfrd uploads mixed proxy states, which are not cell midpoints: it needs --codec paper")
+        if options.proxy_layout != "paper":
+            raise FrdError("mixfrd uploads mixed proxy states, which are not cell midpoints: it needs --proxy-layout paper")
         if options.weighting != "mean":
             raise FrdError("mixfrd uploads no visit counts (its entries are mixes): use --frd-weighting mean")
 
