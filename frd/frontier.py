@@ -10,7 +10,7 @@ sharing has to clear.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -47,27 +47,53 @@ def pareto_front(cost: np.ndarray, outcome: np.ndarray, higher_is_better: bool) 
     return front
 
 
-def frontier_table(summary: pd.DataFrame, frontier: Frontier, names: Sequence[str]) -> pd.DataFrame:
-    """The rows' ``names`` columns, cost, outcome and its interval, and ``pareto``."""
+def frontier_table(summary: pd.DataFrame, frontier: Frontier, names: Sequence[str],
+                   within: Sequence[str] = ()) -> pd.DataFrame:
+    """The rows' ``names`` columns, cost, outcome and its interval, and ``pareto``: on the front of
+    the rows that share their values of ``within`` (e.g. ``agents``: one front per agent count)."""
     cost = summary[frontier.cost].to_numpy(float)
     if frontier.per is not None:
         cost = cost / summary[frontier.per].to_numpy(float)
-    table = summary[list(names)].copy()
+    table = summary[list(dict.fromkeys([*within, *names]))].copy()
     table["cost"] = cost
     table["outcome"] = summary[frontier.outcome].to_numpy(float)
     for end in ("lo", "hi"):
         column = f"{frontier.outcome}_{end}"
         table[f"outcome_{end}"] = summary[column].to_numpy(float) if column in summary.columns else np.nan
-    table["pareto"] = pareto_front(cost, table["outcome"].to_numpy(float), frontier.higher_is_better)
+    table["pareto"] = False
+    for _, rows in _groups(table, within):
+        table.loc[rows.index, "pareto"] = pareto_front(rows["cost"].to_numpy(float), rows["outcome"].to_numpy(float),
+                                                       frontier.higher_is_better)
     return table
 
 
-def frontier_figure(table: pd.DataFrame, frontier: Frontier, series: Callable[[pd.DataFrame], list]) -> Figure:
+def _groups(table: pd.DataFrame, within: Sequence[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(title, rows) per combination of ``within``'s values; the whole table without them."""
+    if not within:
+        return [("", table)]
+    return [(", ".join(f"{k}={v}" for k, v in zip(within, values)), rows)
+            for values, rows in table.groupby(list(within), sort=False, dropna=False)]
+
+
+def frontier_figure(table: pd.DataFrame, frontier: Frontier, series: Callable[[pd.DataFrame], list],
+                    within: Sequence[str] = ()) -> Figure:
     """The rows as points with their interval (one style per series), the front as a step line
-    through ringed points, costless rows as horizontal lines."""
+    through ringed points, costless rows as horizontal lines; one panel per group of ``within``."""
+    groups = _groups(table, within)
+    figure = Figure(figsize=(5.2 * len(groups) + 2.6, 4.4), layout="constrained")
+    for ax, (title, rows) in zip(np.atleast_1d(figure.subplots(1, len(groups), sharey=True)), groups):
+        _panel(ax, rows, frontier, series)
+        ax.set_title(title or f"{frontier.outcome_label} against {frontier.cost_label.split(' (')[0]}", fontsize=9)
+    handles: dict[str, Any] = {}
+    for ax in figure.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    figure.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=7)
+    return figure
+
+
+def _panel(ax, table: pd.DataFrame, frontier: Frontier, series: Callable[[pd.DataFrame], list]) -> None:
     scale = 100 if frontier.percent else 1
-    figure = Figure(figsize=(7.5, 4.4), layout="constrained")
-    ax = figure.add_subplot()
     free = table["cost"] == 0
     for label, style, rows in series(table):
         paid = rows[~free.loc[rows.index]]
@@ -86,11 +112,8 @@ def frontier_figure(table: pd.DataFrame, frontier: Frontier, series: Callable[[p
                    label="Pareto front", zorder=3)
     if (table["cost"] > 0).any():
         ax.set_xscale("log")
-    ax.set(xlabel=frontier.cost_label, ylabel=frontier.outcome_label + (" (%)" if frontier.percent else ""),
-           title=f"{frontier.outcome_label} against {frontier.cost_label.split(' (')[0]}")
+    ax.set(xlabel=frontier.cost_label, ylabel=frontier.outcome_label + (" (%)" if frontier.percent else ""))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    return figure
 
 
 __all__ = ["Frontier", "frontier_figure", "frontier_table", "pareto_front"]

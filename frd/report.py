@@ -319,9 +319,9 @@ def _curve_figure(curves: list[tuple[Cell, Curve]], names: dict[str, str], style
 
 
 def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
-           metric_names: Sequence[str] | None = None) -> pd.DataFrame:
+           metric_names: Sequence[str] | None = None, frontier_per: Sequence[str] = ()) -> pd.DataFrame:
     """Summarise ``folders`` into ``out`` (``summary.csv``, ``figures/``), print the table, return
-    the numeric summary."""
+    the numeric summary; the domain's frontiers with one front per value of ``frontier_per``'s axes."""
     cells = [cell for folder in folders for cell in cells_of(Path(folder))]
     kinds = sorted({cell.domain for cell in cells})
     if len(kinds) > 1:
@@ -329,6 +329,7 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
     domain = get_domain(kinds[0])
     axes = list(dict.fromkeys(axis for cell in cells for axis in cell.axes))
     chosen = _chosen_axes(by, axes)
+    within = _chosen_axes(frontier_per, axes, "--frontier-per") if frontier_per else []
     sources = len({cell.source for cell in cells}) > 1
     summarised = [found for found in (_summarised(domain, cell) for cell in cells) if found is not None]
     if not summarised:
@@ -357,16 +358,20 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
     for name in dict.fromkeys(curve.name for _, curve in curves):
         _save(_curve_figure([(c, k) for c, k in curves if k.name == name], names, styles), out / FIGURES / name)
     frontiers: Sequence[Frontier] = getattr(domain, "frontiers", ())
+    per = [names[a] for a in within]
+
+    def series(rows: pd.DataFrame) -> list[tuple[str, dict[str, Any], pd.DataFrame]]:
+        return _series(rows, [k for k in keys if k not in per], styles)
     for frontier in frontiers:
         if len(summary) > 1 and {frontier.cost, frontier.outcome} <= set(summary.columns):
-            points = frontier_table(summary, frontier, keys)
+            points = frontier_table(summary, frontier, keys, per)
             atomic_write_csv(points, out / f"{frontier.name}.csv")
-            _save(frontier_figure(points, frontier, lambda rows: _series(rows, keys, styles)), out / FIGURES / frontier.name)
+            _save(frontier_figure(points, frontier, series, per), out / FIGURES / frontier.name)
     print(f"\nsummary.csv and {FIGURES}/ in {out}/")
     return summary
 
 
-def _chosen_axes(by: Sequence[str] | None, axes: Sequence[str]) -> list[str]:
+def _chosen_axes(by: Sequence[str] | None, axes: Sequence[str], flag: str = "--by") -> list[str]:
     if by is None:
         return list(axes)
     chosen = []
@@ -374,7 +379,7 @@ def _chosen_axes(by: Sequence[str] | None, axes: Sequence[str]) -> list[str]:
         axis = name.replace("_", "-")
         if axis not in axes:
             known = ", ".join(axes) if axes else "none: these folders sweep nothing"
-            raise FrdError(f"--by {name}: not a sweep axis here (axes: {known}){suggest(axis, axes)}")
+            raise FrdError(f"{flag} {name}: not a sweep axis here (axes: {known}){suggest(axis, axes)}")
         chosen.append(axis)
     return chosen
 
@@ -387,7 +392,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.out is None and len(args.folders) > 1:
         raise FrdError("reporting several folders needs --out R: where summary.csv and figures/ go")
     out = Path(args.out or args.folders[0])
-    report([Path(f) for f in args.folders], out, _names(args.by), _names(args.metric))
+    report([Path(f) for f in args.folders], out, _names(args.by), _names(args.metric), _names(args.frontier_per) or ())
     return 0
 
 
@@ -399,6 +404,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("folders", nargs="+", metavar="DIR", help="an experiment (frd run's --out) or a results folder")
     p.add_argument("--by", metavar="AXIS,…", help="sweep axes to order the table by and to draw against (default every axis)")
     p.add_argument("--metric", metavar="COLUMN,…", help="summary.csv columns to show and draw (default the domain's headline)")
+    p.add_argument("--frontier-per", metavar="AXIS,…", help="one Pareto front (and panel of figures/frontier*) per "
+                   "value of these sweep axes, e.g. agents (default one front over every row)")
     p.add_argument("--out", metavar="R", help="folder of summary.csv and figures/ (default DIR, when one is given)")
     p.set_defaults(run=_run)
 

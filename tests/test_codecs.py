@@ -207,6 +207,10 @@ def test_the_frontier_table_divides_the_cost_per_agent_and_marks_the_front():
     assert table["outcome_lo"].tolist() == [380.0, 280.0, 290.0, 300.0]
     figure = frontier_figure(table, frontier, lambda rows: [("", {"color": "C0", "marker": "o"}, rows)])
     assert figure.axes[0].get_xscale() == "log" and figure.axes[0].get_lines()  # the costless row: a line
+    per_agents = frontier_table(summary, frontier, ["method", "codec_up"], within=["agents"])
+    assert per_agents["pareto"].tolist() == [True, True, True, True]  # alone at 4 agents, frd is its own front
+    assert len(frontier_figure(per_agents, frontier, lambda rows: [("", {"color": "C0", "marker": "o"}, rows)],
+                               within=["agents"]).axes) == 2  # a panel per agent count
 
 
 def test_a_codec_sweep_reports_its_frontier(tmp_path):
