@@ -209,16 +209,21 @@ def test_a_worker_killed_mid_task_has_its_runs_redone_with_the_same_tables(tmp_p
 
 def test_a_ray_started_here_ends_when_frd_is_killed_9(tmp_path):
     """``kill -9`` of an ``frd rl --backend ray`` whose group is running: every process below it
-    (Ray's and frd's reaper) ends, and Ray's temp dir is removed."""
+    (Ray's and frd's reaper) ends, and Ray's temp dir is removed. The worker is known by its title,
+    so it must not inherit ``RAY_CLIENT_MODE``: 1 start in ~80 kept its command line as title
+    (``frd.backends._let_workers_set_their_title``)."""
     log = tmp_path / "frd.log"
     sweep = start_frd(["rl", "--method", "frd", "--seeds", "1", *TINY, "--max-episodes", "1000000", "--backend", "ray",
                  "--cpus", "1", "--out", str(tmp_path / "out")], log)
     wait_for(lambda: running(sweep.pid, "ray::_group"), sweep, log, "a Ray worker running the group")
+    inherited = [pid for pid in running(sweep.pid, "ray::_group")
+                 if b"RAY_CLIENT_MODE=" in Path(f"/proc/{pid}/environ").read_bytes()]
     temp_dir = _removed_by_reaper(sweep.pid)
     assert temp_dir.name.startswith("frdray") and temp_dir.exists()
     below = kill_9(sweep)
     assert not left_after(below)
     assert not temp_dir.exists()
+    assert not inherited
 
 
 def _removed_by_reaper(root: int) -> Path:
