@@ -270,7 +270,8 @@ def test_the_table_shows_per_grid_episodes_and_bits(sweeps, tmp_path, capsys):
 def test_report_reproduces_the_summary_from_the_record_and_draws_png_and_pdf(sweeps, tmp_path, capsys):
     assert main(["report", str(sweeps / "file"), "--out", str(tmp_path)]) == 0
     assert (tmp_path / "summary.csv").read_bytes() == (sweeps / "file" / "summary.csv").read_bytes()
-    assert {p.name for p in (tmp_path / "figures").iterdir()} == {"grid.png", "grid.pdf"}
+    assert {p.name for p in (tmp_path / "figures").iterdir()} == {"grid.png", "grid.pdf", "frontier.png", "frontier.pdf"}
+    assert (tmp_path / "frontier.csv").exists()  # outcome against bits, per cell (frd.frontier)
     first = (tmp_path / "figures" / "grid.pdf").read_bytes()
     assert main(["report", str(sweeps / "file"), "--out", str(tmp_path)]) == 0
     assert (tmp_path / "figures" / "grid.pdf").read_bytes() == first  # no date in the PDF: a redraw is the same file
@@ -530,7 +531,8 @@ def test_a_classification_file_sweeps_methods_and_draws_accuracy_against_uplink(
         assert row["best_round_median"] == after.loc[after["accuracy"].idxmax(), "round"]
         assert (cell / "accuracy.png").exists()
     assert {p.name for p in (out / "figures").iterdir()} == {
-        f"{name}.{form}" for name in ("method", "iterations", "accuracy-vs-uplink") for form in ("png", "pdf")}
+        f"{name}.{form}" for name in ("method", "iterations", "accuracy-vs-uplink", "frontier_final", "frontier_best")
+        for form in ("png", "pdf")}
     printed = capsys.readouterr().out
     assert "device acc % [q25–q75]" in printed and "bits up/device/round" in printed
     assert "best acc % [q25–q75]" in printed and "best round" in printed
