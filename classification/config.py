@@ -12,7 +12,7 @@ from frd.codecs.link import CodecSettings
 from frd.errors import FrdError
 from frd.options import NoOptions, options_key
 from frd.participation import check_participation, participants
-from frd.results import ResumeKey
+from frd.results import ResumeKey, run_id
 
 PAPER = {"dataset": "mnist", "devices": 10, "samples_per_device": 500, "rounds": 16,
          "iterations_per_round": 400, "lr": 0.01}
@@ -192,6 +192,11 @@ class ClsConfig:
 def as_configs(configs: ClsConfig | Sequence[ClsConfig]) -> tuple[ClsConfig, ...]:
     """One config, or several (one per method: ``frd.classification.methods.cls_configs``), as a tuple."""
     return (configs,) if isinstance(configs, ClsConfig) else tuple(configs)
+
+
+def run_ids(configs: ClsConfig | Sequence[ClsConfig]) -> set[str]:
+    """The runs of the configs' seeds, every method's (a folder may hold others)."""
+    return {run_id(config.method, s) for config in as_configs(configs) for s in config.run_seeds}
 
 
 def shared_key(configs: Sequence[ClsConfig]) -> ResumeKey:

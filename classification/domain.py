@@ -10,7 +10,7 @@ import pandas as pd
 
 from frd.backends import Executor
 from frd.classification import cli, saved
-from frd.classification.config import ClsConfig
+from frd.classification.config import ClsConfig, run_ids
 from frd.classification.data import Dataset, load_dataset
 from frd.classification.experiment import run_experiment
 from frd.classification.methods import CLS_METHODS, COMMON_FIELDS, cls_config
@@ -21,7 +21,7 @@ from frd.classification.sweep import FRONTIERS, HEADLINE, accuracy_against_uplin
 from frd.domains import Curve, Domain
 from frd.errors import FrdError
 from frd.remote import Reply, Request
-from frd.results import ResultStore, run_id
+from frd.results import ResultStore
 from frd.saved import EvalRequest, SavedModels
 
 
@@ -58,8 +58,14 @@ class ClsDomain(ClsRuns):
         build_run(config, 0, _data(config))
         return config, Path(args.out).resolve()
 
-    def config_from_dict(self, values: Mapping[str, Any]) -> ClsConfig:
+    def config_from_dict(self, values: Mapping[str, Any]) -> ClsConfig | tuple[ClsConfig, ...]:
+        """One method's config, or the configs of a folder of several (``experiment_record``:
+        ``methods``, and ``options`` by method)."""
+        if "dataset" not in values:
+            raise FrdError("not a classification config: it names no dataset")
         common = {k: v for k, v in values.items() if k in COMMON_FIELDS and k != "method"}
+        if "methods" in values:
+            return tuple(cls_config(m, **common, **values["options"][m]) for m in values["methods"])
         return cls_config(values["method"], **common, **values["options"])
 
     def participants(self, config: ClsConfig) -> int:
@@ -74,10 +80,10 @@ class ClsDomain(ClsRuns):
         build_run(config, 0, _data(config))  # the dataset, partition, model and method, checked
         return config
 
-    def summary(self, config: ClsConfig, store: ResultStore) -> pd.DataFrame:
+    def summary(self, config: ClsConfig | tuple[ClsConfig, ...], store: ResultStore) -> pd.DataFrame:
         return summary(config, store)
 
-    def curves(self, config: ClsConfig, store: ResultStore) -> list[Curve]:
+    def curves(self, config: ClsConfig | tuple[ClsConfig, ...], store: ResultStore) -> list[Curve]:
         return [accuracy_against_uplink(config, store)]
 
     def participant_reply(self, config: ClsConfig, participant: int, request: Request,
@@ -85,10 +91,10 @@ class ClsDomain(ClsRuns):
         """Device ``participant``'s reply; it keeps its state as bytes."""
         return participant_reply(resolved(config), _data(config), participant, request, kept)
 
-    def run_ids(self, config: ClsConfig) -> set[str]:
-        return {run_id(config.method, s) for s in config.run_seeds}
+    def run_ids(self, config: ClsConfig | tuple[ClsConfig, ...]) -> set[str]:
+        return run_ids(config)
 
-    def report(self, config: ClsConfig, store: ResultStore) -> None:
+    def report(self, config: ClsConfig | tuple[ClsConfig, ...], store: ResultStore) -> None:
         cli.report(config, store)
 
     def evaluate(self, models: Sequence[SavedModels], request: EvalRequest) -> tuple[pd.DataFrame, str]:

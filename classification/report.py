@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from frd.classification.config import ClsConfig, as_configs
+from frd.classification.config import ClsConfig, as_configs, run_ids
 from frd.classification.methods import CLS_METHODS, GLOBAL
-from frd.results import ResultStore, atomic_write_csv, run_id, save_figure
+from frd.results import ResultStore, atomic_write_csv, save_figure
 from frd.stats import fmt, iqm_ci, median_ci
 
 DIRECTIONS = ("up", "down")
@@ -133,7 +133,7 @@ def summarize(configs: ClsConfig | Sequence[ClsConfig], store: ResultStore) -> p
     other runs."""
     configs = as_configs(configs)
     order = {config.method: i for i, config in enumerate(configs)}
-    ids = {run_id(config.method, s) for config in configs for s in config.run_seeds}
+    ids = run_ids(configs)
     runs, rounds, ledger = (frame[frame["run_id"].isin(ids)] for frame in map(store.read, ("runs", "rounds", "ledger")))
     runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
     summary, curves = cls_summary(runs, rounds, ledger), accuracy_vs_bits(runs, rounds, ledger)

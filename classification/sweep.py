@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from frd.classification.config import ClsConfig
+from frd.classification.config import ClsConfig, run_ids
 from frd.classification.report import accuracy_vs_bits, summarize
 from frd.domains import Curve, Metric
 from frd.frontier import Frontier
-from frd.results import ResultStore, run_id
+from frd.results import ResultStore
 
 HEADLINE = (
     Metric("runs", "runs", plot=False),
@@ -27,16 +27,16 @@ FRONTIERS = tuple(Frontier(f"frontier_{which}", f"accuracy_{which}_iqm", f"{whic
 """``frd report``'s frontiers (``frd.frontier``): final and best accuracy against a run's uplink."""
 
 
-def summary(config: ClsConfig, store: ResultStore) -> pd.DataFrame:
+def summary(config: ClsConfig | tuple[ClsConfig, ...], store: ResultStore) -> pd.DataFrame:
     """``cls_summary`` of ``config``'s seeds (``summary.csv``, ``accuracy.png``)."""
     return summarize(config, store)
 
 
-def accuracy_against_uplink(config: ClsConfig, store: ResultStore) -> Curve:
+def accuracy_against_uplink(config: ClsConfig | tuple[ClsConfig, ...], store: ResultStore) -> Curve:
     """``accuracy_vs_bits`` of ``config``'s runs (as ``frd cls`` draws it): per round ≥ 1 the uplink
     bits of all devices so far and the accuracy after that round's download, mean over seeds with
     their range as the band."""
-    ids = {run_id(config.method, s) for s in config.run_seeds}
+    ids = run_ids(config)
     runs, rounds, ledger = (frame[frame["run_id"].isin(ids)] for frame in map(store.read, ("runs", "rounds", "ledger")))
     curve = accuracy_vs_bits(runs, rounds, ledger)
     frame = pd.DataFrame({"method": curve["method"], "x": curve["bits_up_cumulative"], "y": curve["accuracy_mean"],

@@ -99,7 +99,8 @@ class Domain(Runs, Protocol):
         before any process starts (bad input is one line, nothing started)."""
 
     def config_from_dict(self, values: Mapping[str, Any]) -> Any:
-        """The config whose ``dataclasses.asdict`` (through JSON) is ``values``."""
+        """The config whose ``dataclasses.asdict`` (through JSON) is ``values``; an ``FrdError`` where
+        ``values`` are no config of this domain (``frd report`` tries each domain on a folder)."""
 
     def participants(self, config: Any) -> int:
         """How many participants (nodes) a run of ``config`` has: agents, devices."""

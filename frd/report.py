@@ -65,15 +65,18 @@ def _config_json(folder: Path) -> dict[str, Any]:
 
 def _domain_of(folder: Path) -> str:
     """The domain whose config ``folder/config.json`` holds [our choice: the first that reads it;
-    a plain results folder does not name its domain]."""
+    a plain results folder does not name its domain]. A domain refuses another's config with an
+    ``FrdError``; anything else it raises is a bug and keeps its traceback."""
     saved = _config_json(folder)
+    refusals = []
     for name, domain in domains().items():
         try:
             domain.config_from_dict(saved)
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except FrdError as exc:
+            refusals.append(f"{name}: {exc}")
             continue
         return name
-    raise FrdError(f"{folder}/config.json is the config of no installed domain")
+    raise FrdError(f"{folder}/config.json is the config of no installed domain ({'; '.join(refusals)})")
 
 
 def cells_of(folder: Path) -> list[Cell]:

@@ -10,6 +10,8 @@ import frd
 from frd.classification import runs as runs_module
 from frd.classification.report import accuracy_bits_figure, accuracy_vs_bits
 from frd.cli import main
+from frd.domains import get_domain
+from frd.report import report
 from frd.results import ResultStore, ResumeKey
 
 TINY = ["--dataset", "digits", "--rounds", "2", "--iterations", "2", "--devices", "3", "--seeds", "2", "--no-progress"]
@@ -55,6 +57,27 @@ def test_a_compare_gives_each_method_s_own_runs_one_table_and_resumes(tmp_path, 
     for name, frame in tables.items():
         pd.testing.assert_frame_equal(pd.read_csv(both / f"{name}.csv"), frame, obj=name)
     assert main(["cls", "--method", "fd", *TINY, "--out", str(both)]) == 0, "one method of the folder resumes too"
+
+
+def test_report_reads_a_multi_method_folder_and_names_a_folder_of_no_domain(tmp_path, capsys, monkeypatch):
+    both = tmp_path / "fl+fd"
+    assert main(["cls", "--method", "fl,fd", *TINY, "--out", str(both)]) == 0
+    written = _csv(both, "summary")
+    assert main(["report", str(both), "--out", str(tmp_path / "R")]) == 0
+    pd.testing.assert_frame_equal(_csv(tmp_path / "R", "summary"), written)
+    assert (tmp_path / "R" / "figures" / "accuracy-vs-uplink.png").exists()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "config.json").write_text('{"config": {"steps": 3}}')
+    with pytest.raises(frd.FrdError, match=r"foreign/config.json is the config of no installed domain \(.*rl: not an RL config"):
+        report([foreign], tmp_path / "R2")
+
+    def broken(values):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(get_domain("cls"), "config_from_dict", broken)
+    with pytest.raises(KeyError, match="a bug"):  # a bug keeps its traceback, not read as "no domain"
+        report([both], tmp_path / "R3")
 
 
 @pytest.mark.parametrize("methods, message", [

@@ -10,6 +10,7 @@ import pandas as pd
 from frd.agents.spec import AgentSpec
 from frd.backends import Executor
 from frd.domains import Curve, Domain
+from frd.errors import FrdError
 from frd.options import current_names
 from frd.remote import Reply, Request
 from frd.results import ResultStore, run_id
@@ -51,9 +52,11 @@ class RLDomain(RLRuns):
         return config, Path(args.out).resolve()
 
     def config_from_dict(self, values: Mapping[str, Any]) -> RLConfig:
+        if not {"env_id", "methods"} <= set(values):
+            raise FrdError("not an RL config: it names no env_id and methods")
         common = {k: _tuples(v) for k, v in values.items() if k in COMMON_FIELDS}
         common["agent_spec"] = tuple(AgentSpec(**{**entry, "sb3": tuple(tuple(pair) for pair in entry.get("sb3", ()))})
-                                     for entry in values["agent_spec"])
+                                     for entry in values.get("agent_spec", ()))  # absent: written before it
         options = {m: get_method(m).Options(**current_names(get_method(m).Options, {k: _tuples(v) for k, v in o.items()}))
                    for m, o in values["options"].items()}
         return RLConfig(**common, options=options)
