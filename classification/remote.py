@@ -23,6 +23,7 @@ from frd.classification.context import RunContext
 from frd.classification.data import Dataset
 from frd.classification.methods import Method, get_method
 from frd.classification.runner import run_seed
+from frd.codecs.link import CodecLink, codec_link
 from frd.exchange import Exchange
 from frd.payload import Payload
 from frd.remote import Link, RemoteExchange, Reply, Request, Transport, array_report, timed
@@ -31,6 +32,8 @@ from frd.wire import decode, encode
 
 class RemoteMethod(Method):
     """``inner`` (built on the server with every device, as in process) with its devices remote."""
+
+    participants_code = True
 
     def __init__(self, inner: Method, link: Link) -> None:
         super().__init__(inner.ctx)
@@ -85,18 +88,20 @@ class RemoteMethod(Method):
         return self.inner.run_summary()
 
 
-def _save(ctx: RunContext, method: Method, device: int) -> bytes:
+def _save(ctx: RunContext, method: Method, codec: CodecLink | None, device: int) -> bytes:
     arrays = {"weights": ctx.devices.flat(device), **ctx.stream.snapshot(0), **method.participant_state(device),
-              **method.participant_summary(device)}
+              **method.participant_summary(device), **(codec.kept(device) if codec is not None else {})}
     return encode(Payload.of("state", 0, **{k: (v, v.dtype.itemsize * 8) for k, v in arrays.items()}))
 
 
-def _restore(ctx: RunContext, method: Method, device: int, state: bytes) -> None:
+def _restore(ctx: RunContext, method: Method, codec: CodecLink | None, device: int, state: bytes) -> None:
     arrays = {name: array.values for name, array in decode(state).arrays.items()}
     ctx.devices.load_flat(device, arrays["weights"])
     ctx.stream.restore(0, arrays)
     method.restore_participant(device, arrays)
     method.restore_participant_summary(device, arrays)
+    if codec is not None:
+        codec.restore(device, arrays)
 
 
 def participant_reply(config: ClsConfig, data: Dataset, device: int, request: Request,
@@ -105,8 +110,9 @@ def participant_reply(config: ClsConfig, data: Dataset, device: int, request: Re
     ``state`` what the previous call returned (None at the start of a run)."""
     ctx = RunContext.build(config, request.seed, data, local=[device])
     method = get_method(config.method)(ctx)
+    codec = codec_link(config.codecs(), request.seed)  # this device's end: it encodes its uploads, decodes its downloads
     if state is not None:
-        _restore(ctx, method, device, state)
+        _restore(ctx, method, codec, device, state)
     exchange: Exchange | None = method.setup_exchange() if request.stage == "setup" else method
     assert exchange is not None, "a setup request for a method without a setup exchange"
 
@@ -115,16 +121,25 @@ def participant_reply(config: ClsConfig, data: Dataset, device: int, request: Re
         arrays = {**method.participant_summary(device), **weights}
         return array_report(**arrays) if arrays else None
 
+    def upload(source: Exchange, round_: int) -> bytes:
+        payload = source.upload(device)
+        return encode(payload if codec is None else codec.send(payload, device, round_, "up")[0])
+
     def train_and_upload(round_: int) -> bytes:
         method.local_train(round_)
-        return encode(method.upload(device))
+        return upload(method, round_)
 
     def work() -> tuple[bytes | None, bytes | None, bytes | None]:
         if request.step == "up":
-            payload = train_and_upload(request.round) if request.stage == "round" else encode(exchange.upload(device))
+            payload = (train_and_upload(request.round) if request.stage == "round"
+                       else upload(exchange, request.round))
             return payload, report(), None
         if request.payload is not None:
-            exchange.download(device, decode(request.payload))
+            download = decode(request.payload)
+            if codec is not None:
+                download = codec.decode(download, device, "down")
+                codec.received(device, download)
+            exchange.download(device, download)
         exchange.finish_round()
         after_download = report()
         if request.next_round is None:
@@ -132,7 +147,7 @@ def participant_reply(config: ClsConfig, data: Dataset, device: int, request: Re
         return train_and_upload(request.next_round), after_download, report()
 
     reply = timed(work)
-    return reply, _save(ctx, method, device)
+    return reply, _save(ctx, method, codec, device)
 
 
 def run_remote(config: ClsConfig, seed: int, data: Dataset, link: Link,

@@ -67,7 +67,7 @@ def run_seed(config: ClsConfig, seed: int, data: Dataset, on_round: Callable[[],
     ledger = Ledger()
     channel = make_channel(config.channel, derive_seed(seed, Stream.CLS_CHANNEL), **config.channel_options)
     sampled = [sampled_devices(config, seed, round_) for round_ in range(config.rounds + 2)]
-    codec = codec_link(config.codecs(), seed)
+    codec = codec_link(config.codecs(), seed, method.participants_code)
 
     def exchange(what: Exchange, round_: int) -> float:
         """Round ``round_``'s devices upload; the answer goes to the next round's (``frd.classification.participation``)."""

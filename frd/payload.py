@@ -47,6 +47,9 @@ class Payload:
     kind: str
     arrays: Mapping[str, Array] = field(default_factory=dict)
     entries: int = 0
+    crossed: Payload | None = field(default=None, compare=False, repr=False)
+    """A decoded payload's encoded form, as it crossed the link (``frd.codecs.link``); the wire
+    carries that. None: it crossed as it is."""
 
     @property
     def bits(self) -> int:

@@ -44,7 +44,8 @@ def _unpack(raw: bytes, bits: int, dtype: np.dtype, shape: tuple[int, ...]) -> n
 
 
 def encode(payload: Payload) -> bytes:
-    """``payload`` as bytes (see the module docstring)."""
+    """``payload`` as bytes (see the module docstring); a decoded payload as it crossed its codec."""
+    payload = payload.crossed or payload
     entries, blobs = [], []
     for name, array in payload.arrays.items():
         values = np.ascontiguousarray(array.values)

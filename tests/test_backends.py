@@ -350,9 +350,11 @@ def test_rl_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster, mo
     assert saved[0]["config"]["backend"]["name"] == "local" and saved[0]["resume_key"] == saved[1]["resume_key"]
 
 
-def test_partial_participation_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster):
-    """Each run draws its round's participants from its own stream, so Ray's groups draw as one batch."""
-    sweep = ["compare", "--methods", "frd,pd,frl", "--seeds", "3", *TINY, "--agents", "4", "--agents-per-round", "2"]
+def test_partial_participation_and_codecs_on_the_cluster_give_the_tables_of_a_local_run(tmp_path, cluster):
+    """Each run draws its round's participants and its codecs' rounding from its own streams, and
+    keeps its own references and residuals, so Ray's groups draw as one batch."""
+    sweep = ["compare", "--methods", "frd,pd,frl", "--seeds", "3", *TINY, "--agents", "4", "--agents-per-round", "2",
+             "--codec-up", "topk:0.2+q8", "--error-feedback", "--codec-down", "q4"]
     assert main([*sweep, "--out", str(tmp_path / "local")]) == 0
     assert main([*sweep, "--backend", "ray", "--address", cluster, "--groups", "2", "--out", str(tmp_path / "ray")]) == 0
     _assert_same_tables(tmp_path / "local", tmp_path / "ray")
@@ -403,7 +405,7 @@ def test_a_sweep_interrupted_on_one_backend_resumes_on_the_other(first, then, tm
 
 def test_classification_on_the_cluster_matches_local(tmp_path, cluster):
     tiny = ["cls", "--method", "fl", "--dataset", "digits", "--rounds", "2", "--iterations", "2",
-            "--devices", "3", "--seeds", "3", "--no-progress"]
+            "--devices", "3", "--seeds", "3", "--codec-up", "q4", "--codec-down", "fp16", "--no-progress"]
     assert main([*tiny, "--out", str(tmp_path / "local")]) == 0
     assert main([*tiny, "--backend", "ray", "--address", cluster, "--groups", "2", "--out", str(tmp_path / "ray")]) == 0
     for table, timing in (("runs", ["compute_s"]), ("rounds", ["compute_s"]), ("ledger", [])):

@@ -98,7 +98,7 @@ def test_error_feedback_carries_what_the_codec_dropped_into_the_next_upload():
     link = CodecLink(CodecSettings(up="topk:0.5", error_feedback=True), seed=0)
     sent, decoded = link.send(_weights([1.0, 2.0, -4.0, 0.5]), 0, 1, "up")
     assert decoded["w"].tolist() == [0.0, 2.0, -4.0, 0.0] and link.residual[0]["w"].tolist() == [1.0, 0.0, 0.0, 0.5]
-    assert sent.bits == 2 * 2 + 2 * 32 and set(sent.arrays) == {"w/index", "w/values.values"}
+    assert sent.bits == 2 * 2 + 2 * 32 and set(sent.arrays) == {"w/shape", "w/index", "w/values.values"}
     _, decoded = link.send(_weights([1.0, 2.0, -4.0, 0.5]), 0, 2, "up")  # sends [2, 2, -4, 1]: keeps -4 and the first 2
     assert decoded["w"].tolist() == [2.0, 0.0, -4.0, 0.0] and link.residual[0]["w"].tolist() == [0.0, 2.0, 0.0, 1.0]
     assert 1 not in link.residual  # per participant
@@ -116,6 +116,33 @@ def test_weights_travel_as_the_update_from_what_the_participant_last_received():
     whole = CodecLink(CodecSettings(up="topk:0.5", compress="weights"), seed=0)
     whole.received(0, got)
     assert whole.send(_weights([1.0, 3.0, 0.0, -1.0]), 0, 2, "up")[1]["w"].tolist() == [1.0, 3.0, 0.0, 0.0]
+
+
+def test_ends_that_code_apart_rebuild_what_one_link_decodes():
+    """A remote participant encodes its uploads and decodes its downloads with its own link, kept
+    as bytes between messages; the server only decodes uploads and encodes downloads. Both ends
+    rebuild, bit for bit, what a single link decodes in process, and what crossed carries its shape."""
+    settings = CodecSettings(up="topk:0.5+q8", down="q4", error_feedback=True)
+    one, server = CodecLink(settings, seed=3), CodecLink(settings, seed=3, participants_code=True)
+    node = CodecLink(settings, seed=3)
+    rng = np.random.default_rng(0)
+    for round_ in (1, 2, 3):
+        weights = Payload.of("weights", 6, w=(rng.normal(size=(2, 3)).astype(np.float32), FLOAT_BITS))
+        sent, expected = one.send(weights, 0, round_, "up")
+        crossed = node.send(weights, 0, round_, "up")[0]
+        arrived, decoded = server.send(crossed, 0, round_, "up")
+        assert arrived is crossed and decoded["w"].tobytes() == expected["w"].tobytes() and crossed.bits == sent.bits
+        assert crossed["w/shape"].tolist() == [2, 3] and crossed.arrays["w/shape"].bits == 0
+        down, expected = one.send(weights, 0, round_, "down")
+        _, at_server = server.send(weights, 0, round_, "down")
+        at_node = node.decode(at_server.crossed, 0, "down")
+        assert at_node["w"].tobytes() == at_server["w"].tobytes() == expected["w"].tobytes()
+        for link, got in ((one, expected), (server, at_server), (node, at_node)):
+            link.received(0, got)
+        kept = node.kept(0)
+        node = CodecLink(settings, seed=3)  # a fresh process: what the node kept, as bytes
+        node.restore(0, {k: np.frombuffer(v.tobytes(), np.float32).reshape(v.shape) for k, v in kept.items()})
+    assert set(kept) == {"codec.reference.w", "codec.residual.w"} and not server.residual
 
 
 def test_integer_and_pixel_arrays_pass_as_they_are_and_the_defaults_touch_nothing():

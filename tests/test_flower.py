@@ -97,6 +97,19 @@ def test_two_frl_rounds_over_a_deployment_give_the_in_process_tables(deployment,
     assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl", RL_FLAGS, rounds=2)
 
 
+def test_encoded_frl_rounds_cross_a_deployment_as_the_ledger_charges_them(deployment, tmp_path):
+    """Each node encodes its upload (top-k with error feedback) and decodes its q4 download: the
+    wire carries the parts (transport.csv's bits are read back from the bytes that crossed), so
+    they are the ledger's, far below the floats' (130 actor weights: 4,160 bits)."""
+    flags = [*RL_FLAGS, "--codec-up", "topk:0.1+q8", "--error-feedback", "--codec-down", "q4"]
+    deployed(deployment, ["--method", "frl", *flags], tmp_path / "flower")
+    assert_rl_as_in_process(tmp_path, tmp_path / "flower", "frl", flags, rounds=2)
+    transport, ledger = (pd.read_csv(tmp_path / "flower" / f"{t}.csv") for t in ("transport", "ledger"))
+    pd.testing.assert_frame_equal(transport[["round", "participant", "direction", "bits"]],
+                                  ledger[["round", "participant", "direction", "bits"]])
+    assert (transport["bits"] < 4160 / 4).all()
+
+
 def test_flower_sim_of_frl_pd_and_frd_gives_the_compare_tables(tmp_path, monkeypatch):
     # every agent runs to the mission (an easy one) or the cap: in each run one agent retires early
     # and the rounds go on with the other alone

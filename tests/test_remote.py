@@ -16,7 +16,12 @@ from frd.remote import TRANSPORT_COLUMNS
 RTOL = 1e-5
 """Relative tolerance on accuracy and loss between a remote and an in-process run."""
 CASES = {"fl": {}, "fd": {}, "mix2fld": dict(n_mix=10, server_iterations=10),
-         "feddualmatch": dict(width=8, ipc=2, distill_iterations=3, server_epochs=1)}
+         "feddualmatch": dict(width=8, ipc=2, distill_iterations=3, server_epochs=1),
+         "fl, top-k with error feedback up, q4 down": dict(codec_up="topk:0.1+q8", codec_down="q4", error_feedback=True),
+         "fd, q8 up": dict(codec_up="q8"),
+         "mix2fld, q8 up, fp16 down": dict(n_mix=10, server_iterations=10, codec_up="q8", codec_down="fp16"),
+         "feddualmatch, q8 both ways": dict(width=8, ipc=2, distill_iterations=3, server_epochs=1, codec_up="q8",
+                                            codec_down="q8")}
 
 
 class Loopback:
@@ -36,9 +41,10 @@ class Loopback:
         return out
 
 
-@pytest.mark.parametrize("method", list(CASES))
-def test_remote_devices_give_the_in_process_tables(digits, method):
-    config = cls_config(method, rounds=2, iterations_per_round=5, devices=3, **CASES[method])
+@pytest.mark.parametrize("case", list(CASES))
+def test_remote_devices_give_the_in_process_tables(digits, case):
+    method = case.partition(",")[0]
+    config = cls_config(method, rounds=2, iterations_per_round=5, devices=3, **CASES[case])
     local = run_seed(config, 0, digits)
     link = Loopback(config, digits)
     remote = run_remote(config, 0, digits, link)

@@ -31,6 +31,10 @@ CASES = {
         "pd", dict(hidden=8, max_episodes=30, period=10, agent_spec="h=8;recipe=rlcode,h=4", distill_target="best",
                    leader_distills=False, distill_policy="current"), 0),
     "independent": ("independent", dict(LOW, target=490.0, max_episodes=20), 0),
+    "frl, top-k with error feedback up, q4 down": (
+        "frl", dict(LOW, target=490.0, period=10, max_episodes=30, codec_up="topk:0.1+q8", codec_down="q4",
+                    error_feedback=True), 0),
+    "pd, q8 both ways": ("pd", dict(LOW, codec_up="q8", codec_down="q8"), 6),
 }
 
 

@@ -37,6 +37,9 @@ class Method(ABC):
     ``--fraction``): its ``local_train`` trains only ``ctx.training`` and its ``aggregate`` serves
     the uploads that arrived and the ``participants`` it is given. A method says so; one that does
     not is refused with those flags."""
+    participants_code: ClassVar[bool] = False
+    """Whether the devices encode their uploads and decode their downloads themselves (remote
+    devices, ``frd.classification.remote``): the server's codecs then only decode and encode."""
 
     @classmethod
     def resolve(cls, config: ClsConfig) -> ClsConfig:

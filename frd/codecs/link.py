@@ -17,10 +17,18 @@ codec dropped and adds it to its next upload [Seide et al. 2014; Karimireddy et 
 It applies to weights only: the rows of a memory or an output table are other samples each round
 [our reading]. Stochastic draws come from a stream of their own per (run, round, participant,
 direction), so a run's encoding does not depend on the batch, the backend or an interruption.
+
+Where participants live elsewhere (Flower nodes), each end codes its own transfers: a participant
+encodes its upload (keeping its residuals) and decodes its download; the server decodes uploads
+and encodes downloads, keeping every participant's reference, which both ends update from the same
+decoded download. What crosses is the encoded payload: each compressed array as its codec's parts
+plus its shape (``name/shape``, 0 bits: the receiver knows a model's or a memory's layout, and no
+fp32 payload is charged for its shapes either [our choice]).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
@@ -37,6 +45,8 @@ COMPRESS = ("update", "weights")
 """What a weight payload's codec compresses: the update (the default) or the weights themselves."""
 PART = "/"
 """Between an array's name and its part's in an encoded payload (``weights/codes``)."""
+SHAPE = "shape"
+"""The part that gives an encoded array's shape (charged 0 bits)."""
 
 
 @dataclass(frozen=True)
@@ -74,10 +84,13 @@ def _compressible(array: Array) -> bool:
 @dataclass
 class CodecLink:
     """The codecs of one run and what they remember: each participant's reference weights (what
-    it last received) and its error-feedback residuals."""
+    it last received) and its error-feedback residuals. ``participants_code``: the server's side of
+    a run whose participants encode their uploads themselves (remote ones): ``send`` of an upload
+    then only decodes what arrived."""
 
     settings: CodecSettings
     seed: int
+    participants_code: bool = False
     reference: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
     residual: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
 
@@ -86,15 +99,16 @@ class CodecLink:
 
     def send(self, payload: Payload, participant: int, round_: int, direction: str) -> tuple[Payload, Payload]:
         """(what crosses the link, what the receiver decodes) of ``payload``; for a download, call
-        ``received`` once it is delivered."""
+        ``received`` once it is delivered. The decoded payload keeps what crossed (``crossed``)."""
+        if self.participants_code and direction == "up":
+            return payload, self.decode(payload, participant, direction)
         codec = self.codecs[direction]
         if codec.lossless or not any(map(_compressible, payload.arrays.values())):
             return payload, payload
         rng = np.random.default_rng(derive_seed(self.seed, Stream.CODEC, round_, participant, DIRECTIONS[direction]))
         weights = payload.kind in WEIGHT_KINDS
-        update = weights and self.settings.compress == "update"
         feedback = weights and direction == "up" and self.settings.error_feedback
-        reference = self.reference.get(participant, {}) if update else {}
+        reference = self._reference(payload, participant)
         residual = self.residual.setdefault(participant, {}) if feedback else {}
         encoded: dict[str, Array] = {}
         decoded: dict[str, Array] = {}
@@ -111,10 +125,32 @@ class CodecLink:
             estimate = codec.decode({k: a.values for k, a in parts.items()}, x.size)
             if feedback:
                 residual[name] = x - estimate
-            out = estimate.reshape(values.shape)
-            decoded[name] = Array(out + base if base is not None else out, FLOAT_BITS)
+            decoded[name] = Array(_rebuilt(estimate, values.shape, base), FLOAT_BITS)
+            encoded[name + PART + SHAPE] = Array(np.array(values.shape, np.int64), 0)
             encoded.update({name + PART + k: a for k, a in parts.items()})
-        return Payload(payload.kind, encoded, payload.entries), Payload(payload.kind, decoded, payload.entries)
+        crossed = Payload(payload.kind, encoded, payload.entries)
+        return crossed, Payload(payload.kind, decoded, payload.entries, crossed=crossed)
+
+    def decode(self, payload: Payload, participant: int, direction: str) -> Payload:
+        """What the receiver of ``payload`` (as it crossed, from or to ``participant``) rebuilds:
+        the same arrays ``send`` decoded (a payload no codec touched is itself)."""
+        shaped = [name[:-len(PART + SHAPE)] for name in payload.arrays if name.endswith(PART + SHAPE)]
+        if not shaped:
+            return payload
+        codec, reference = self.codecs[direction], self._reference(payload, participant)
+        decoded = {k: a for k, a in payload.arrays.items() if not any(k.startswith(n + PART) for n in shaped)}
+        for name in shaped:
+            shape = tuple(int(n) for n in payload[name + PART + SHAPE])
+            parts = {k[len(name + PART):]: a.values for k, a in payload.arrays.items()
+                     if k.startswith(name + PART) and k != name + PART + SHAPE}
+            estimate = codec.decode(parts, int(np.prod(shape, dtype=np.int64)))
+            decoded[name] = Array(_rebuilt(estimate, shape, reference.get(name)), FLOAT_BITS)
+        return Payload(payload.kind, decoded, payload.entries, crossed=payload)
+
+    def _reference(self, payload: Payload, participant: int) -> Mapping[str, np.ndarray]:
+        """What an update of ``payload`` is taken from: ``participant``'s last received weights."""
+        update = payload.kind in WEIGHT_KINDS and self.settings.compress == "update"
+        return self.reference.get(participant, {}) if update else {}
 
     def received(self, participant: int, payload: Payload) -> None:
         """``participant`` holds ``payload`` (decoded): its weights are its next reference."""
@@ -122,7 +158,26 @@ class CodecLink:
             held = self.reference.setdefault(participant, {})
             held.update({k: np.asarray(a.values, np.float32) for k, a in payload.arrays.items() if _compressible(a)})
 
+    def kept(self, participant: int) -> dict[str, np.ndarray]:
+        """What ``participant``'s end remembers (its reference and residuals), as named arrays for
+        a node that keeps its state as bytes between messages."""
+        return {**{f"codec.reference.{k}": v for k, v in self.reference.get(participant, {}).items()},
+                **{f"codec.residual.{k}": v for k, v in self.residual.get(participant, {}).items()}}
 
-def codec_link(settings: CodecSettings, seed: int) -> CodecLink | None:
+    def restore(self, participant: int, arrays: Mapping[str, np.ndarray]) -> None:
+        """Put back what ``kept`` returned (other arrays in ``arrays`` are ignored)."""
+        for memory, prefix in ((self.reference, "codec.reference."), (self.residual, "codec.residual.")):
+            held = {k[len(prefix):]: np.asarray(v, np.float32) for k, v in arrays.items() if k.startswith(prefix)}
+            if held:
+                memory[participant] = held
+
+
+def _rebuilt(estimate: np.ndarray, shape: tuple[int, ...], base: np.ndarray | None) -> np.ndarray:
+    """An array of ``shape`` from its decoded vector, plus the reference an update was taken from."""
+    out = estimate.reshape(shape)
+    return out + base if base is not None else out
+
+
+def codec_link(settings: CodecSettings, seed: int, participants_code: bool = False) -> CodecLink | None:
     """Run ``seed``'s codecs; None at the defaults, whose payloads pass untouched."""
-    return None if settings.is_default else CodecLink(settings, seed)
+    return None if settings.is_default else CodecLink(settings, seed, participants_code)

@@ -113,6 +113,7 @@ class AgentReplay(RLBatch):
         self.agent, self.given = agent, list(given)
         self.clocks: list[int] = []  # the clock at each of the run's episodes
         self.upload: Payload | None = None
+        self.coded = 0  # the last round whose upload went through the agent's codec
         self.uploaded_memories: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None  # taken for the waiting upload
         self.caught_up = time.perf_counter()  # when the replay reached the last given round
 
@@ -135,7 +136,7 @@ class AgentReplay(RLBatch):
             ctx = self.round_context(i, rows, rng)
             self.uploaded_memories = ctx.memories
             run.strategy.begin_round(ctx)
-            self.upload = run.strategy.upload(self.agent)
+            self.upload = self._encoded(run, run.strategy.upload(self.agent))
             self.paused = True
             return False
         given, download = self.given[run.rounds]
@@ -148,12 +149,24 @@ class AgentReplay(RLBatch):
         if self.uploaded_memories is not None:  # went on from its upload: the memory was taken then
             ctx, self.uploaded_memories = replace(ctx, memories=self.uploaded_memories), None
         run.strategy.begin_round(ctx)
+        if run.codec is not None and run.codec.settings.error_feedback and self.coded != run.rounds + 1:
+            self._encoded(run, run.strategy.upload(self.agent))  # a replay: to keep what its codec dropped then
         if download is not None:
+            if run.codec is not None:
+                download = run.codec.decode(download, self.agent, "down")
+                run.codec.received(self.agent, download)
             run.strategy.download(self.agent, download)
         run.strategy.finish_round()
         if run.rounds + 1 == len(self.given):
             self.caught_up = time.perf_counter()
         return True
+
+    def _encoded(self, run: RunState, upload: Payload) -> Payload:
+        """``upload`` as this agent's codec sends it, its residual kept for the next round's."""
+        if run.codec is None:
+            return upload
+        self.coded = run.rounds + 1
+        return run.codec.send(upload, self.agent, self.coded, "up")[0]
 
     def report(self) -> bytes:
         """The episodes since the last round, the agent's counts and recent mean, and its rows of
@@ -260,7 +273,8 @@ class RemoteRun:
         setup = config.run_setup(env.observation_space, int(env.action_space.n), seed)  # type: ignore[attr-defined]
         strategy = get_method(method)(config.options_for(method), setup)
         self.config, self.link, self.id = config, link, run_id(method, seed)
-        self.run = RunState(method, strategy, seed, np.arange(config.agents), codec=codec_link(config.codecs(), seed))
+        self.run = RunState(method, strategy, seed, np.arange(config.agents),
+                            codec=codec_link(config.codecs(), seed, participants_code=True))
         # the agents' episodes go through the rule again here, in the order the batch would take them
         self.standing = episode_end.standing(np.array([strategy.exchanges]), config.agents, config.window,
                                              config.period)
