@@ -7,8 +7,10 @@ cell's ``summary.csv`` and figures are redrawn). A sweep over ``method`` compare
 cell with the baseline's (RL: ``p_improvement`` against ``independent``; ``across_methods``). The
 cells' summaries, with a column per sweep axis in front, become ``R/summary.csv`` (numbers, but
 for names such as ``method``); a table of the domain's headline columns is printed; ``R/figures/``
-gets, per axis, those columns against the axis (``<axis>.png`` and ``.pdf``), and the domain's
-curves across cells (classification: accuracy against cumulative uplink bits). Nothing runs.
+gets, per axis, those columns against the axis (``<axis>.png`` and ``.pdf``; plain results folders,
+which sweep nothing, against the folders: ``experiment.png``), and the domain's curves across cells
+(classification: accuracy against cumulative uplink bits). Nothing runs; what is printed names
+only what was written.
 """
 from __future__ import annotations
 
@@ -203,9 +205,10 @@ def table(summary: pd.DataFrame, axes: Sequence[str], metrics: Sequence[Metric])
     return shown_
 
 
-def _save(figure: Figure, stem: Path) -> None:
-    """``stem.png`` (to look at) and ``stem.pdf`` (for papers), written together."""
+def _save(figure: Figure, stem: Path) -> Path:
+    """``stem.png`` (to look at) and ``stem.pdf`` (for papers), written together; returns ``stem``."""
     save_figure(figure, stem.with_suffix(".png"), also=(".pdf",))
+    return stem
 
 
 class _Styles:
@@ -355,11 +358,13 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
     styles = _Styles(domain)
     plotted = [m for m in metrics if m.plot]
     keys = [c for c in dict.fromkeys(("experiment", "method", *names.values())) if c in summary.columns]
-    for axis in chosen:
-        if plotted and summary[names[axis]].nunique(dropna=False) > 1:  # one value: nothing to draw against
-            _save(_against_axis(summary, names[axis], keys, plotted, styles), out / FIGURES / column(axis))
+    # plain results folders sweep nothing: their headline is drawn against the folders
+    against = {column(axis): names[axis] for axis in chosen} or ({"experiment": "experiment"} if sources else {})
+    drawn = [_save(_against_axis(summary, x_name, keys, plotted, styles), out / FIGURES / stem)
+             for stem, x_name in against.items()
+             if plotted and summary[x_name].nunique(dropna=False) > 1]  # one value: nothing to draw against
     for name in dict.fromkeys(curve.name for _, curve in curves):
-        _save(_curve_figure([(c, k) for c, k in curves if k.name == name], names, styles), out / FIGURES / name)
+        drawn.append(_save(_curve_figure([(c, k) for c, k in curves if k.name == name], names, styles), out / FIGURES / name))
     frontiers: Sequence[Frontier] = getattr(domain, "frontiers", ())
     per = [names[a] for a in within]
 
@@ -369,8 +374,8 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
         if len(summary) > 1 and {frontier.cost, frontier.outcome} <= set(summary.columns):
             points = frontier_table(summary, frontier, keys, per)
             atomic_write_csv(points, out / f"{frontier.name}.csv")
-            _save(frontier_figure(points, frontier, series, per), out / FIGURES / frontier.name)
-    print(f"\nsummary.csv and {FIGURES}/ in {out}/")
+            drawn.append(_save(frontier_figure(points, frontier, series, per), out / FIGURES / frontier.name))
+    print(f"\nsummary.csv{f' and {FIGURES}/' if drawn else ''} in {out}/")
     return summary
 
 

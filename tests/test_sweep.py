@@ -390,6 +390,16 @@ def test_report_of_several_folders_needs_out_and_one_domain(sweeps, tmp_path, ca
     assert "holds neither an experiment (experiment.toml) nor results (config.json)" in capsys.readouterr().err
 
 
+def test_report_of_plain_folders_draws_their_headline_and_claims_only_what_it_wrote(sweeps, tmp_path, capsys):
+    several, one = tmp_path / "several", tmp_path / "one"
+    assert main(["report", str(sweeps / "plain-5"), str(sweeps / "plain-10"), "--out", str(several)]) == 0
+    assert {"experiment.png", "experiment.pdf"} <= {p.name for p in (several / "figures").iterdir()}
+    assert capsys.readouterr().out.endswith(f"summary.csv and figures/ in {several}/\n")
+    assert main(["report", str(sweeps / "plain-5"), "--out", str(one)]) == 0  # one row: nothing to draw
+    assert not (one / "figures").exists()
+    assert capsys.readouterr().out.endswith(f"summary.csv in {one}/\n")
+
+
 def test_print_lists_the_cells_and_runs_and_writes_nothing(tmp_path, capsys):
     path = _write(tmp_path, 'domain = "rl"\nseeds = 2\n[sweep]\nagents = [2, 4]\nmethod = ["frd", "independent"]\n')
     assert main(["run", str(path), "--print", "--out", str(tmp_path / "out")]) == 0
