@@ -6,7 +6,7 @@ so a file's keys are that command's flags and are checked by its own parser: the
 The file::
 
     domain = "rl"          # whose experiment command runs each cell: frd rl, frd cls
-    method = "frd"         # any flag of that command, without its dashes (- or _ alike)
+    method = "frd"         # any flag of that command, without its dashes (- or _ alike); "frd,pd": an axis
     seeds = 4
     [sweep]                # optional: axes, each a list of values; the cells are their product
     grid = [5, 10, 30]
@@ -56,8 +56,9 @@ NO_AXES = "base"
 """The id of the one cell of an experiment without axes."""
 SWEEP_FLAG = "--sweep"
 UNSWEPT = ("method", "methods")
-"""Flags whose comma lists are the command's own (``--methods frd,pd`` compares), never a sweep;
-``--sweep method=frd,pd`` sweeps them."""
+"""Flags whose comma lists are the command's own (``--methods frd,pd`` compares), never split by
+``split_inline``; in an experiment, whose cells run one method each, such a list is an axis over
+the methods (``resolve``), as ``--sweep method=frd,pd`` and ``[sweep] method = [...]`` are."""
 
 
 def _text(value: Any) -> str:
@@ -314,11 +315,14 @@ def resolve(command: Command, settings: Mapping[str, Any], axes: Mapping[str, An
     """The experiment of raw settings and axes (file keys, TOML or command-line values), every
     key and value checked; ``where`` starts each error (``grid.toml: ``)."""
     given = _checked_settings(command, settings, where)
-    resolved = {key: value for key, value in given.items()
-                if value not in (command.flags[key].default, [])}  # a default given is as if not given
+    # a cell runs one method: a list of them (method = "fl,fd", as frd cls takes it) is an axis, the first
+    listed = {key: value.split(",") for key, value in given.items()
+              if key in UNSWEPT and isinstance(value, str) and "," in value}
+    resolved = {key: value for key, value in given.items() if key not in listed
+                and value not in (command.flags[key].default, [])}  # a default given is as if not given
     swept: dict[str, list] = {}
     bundles: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, values in axes.items():
+    for name, values in [*listed.items(), *axes.items()]:
         if name == SKIP_KEY:
             continue
         if isinstance(values, dict):
@@ -328,10 +332,10 @@ def resolve(command: Command, settings: Mapping[str, Any], axes: Mapping[str, An
             swept[name] = list(bundles[name])
             continue
         key = command.key(name, where)
+        if key in given and (key in swept or key not in listed):
+            raise FrdError(f"{where}{key} is both set and swept: keep one")
         if key in swept:
             raise FrdError(f"{where}{key} is swept twice")
-        if key in given:
-            raise FrdError(f"{where}{key} is both set and swept: keep one")
         if not isinstance(values, list) or not values:
             raise FrdError(f"{where}the axis {key} needs a list of values, e.g. {key} = [1, 2], got {values!r}")
         swept[key] = [command.value(key, value, where) for value in values]
@@ -339,8 +343,8 @@ def resolve(command: Command, settings: Mapping[str, Any], axes: Mapping[str, An
         twice = sorted({t for t in texts if texts.count(t) > 1})
         if twice:
             raise FrdError(f"{where}the axis {key} lists {', '.join(twice)} twice")
-    owners: dict[str, str] = {key: "the settings" for key in given} | {key: f"the axis {key}" for key in swept
-                                                                          if key not in bundles}
+    owners: dict[str, str] = {key: "the settings" for key in given if key not in listed} | {
+        key: f"the axis {key}" for key in swept if key not in bundles}
     for axis, named in bundles.items():
         for key in dict.fromkeys(k for bundle in named.values() for k in bundle):
             if key in owners and owners[key] != f"the axis {axis}":

@@ -140,6 +140,24 @@ def test_the_inline_form_resolves_to_the_files_experiment(tmp_path):
     assert Experiment("rl", {}, {}).cells()[0].id == "base"
 
 
+@pytest.mark.parametrize("domain, base", [("cls", 'domain = "cls"\nmethod = "fl,fd"\nseeds = 1\n'),
+                                          ("rl", TINY_FILE.replace('"frd"', '"frd,pd"'))])
+def test_a_method_list_in_a_file_sweeps_the_methods(domain, base, tmp_path, capsys):
+    cmd = command(get_domain(domain))
+    listed = resolve(cmd, *read_file(_write(tmp_path, base))[1:], "")
+    methods = base.split('method = "')[1].split('"')[0].split(",")
+    swept = base.replace(f'method = "{",".join(methods)}"\n', "") + f"[sweep]\nmethod = {json.dumps(methods)}\n"
+    assert listed == resolve(cmd, *read_file(_write(tmp_path, swept, "swept.toml"))[1:], "")
+    with_axis = resolve(cmd, {"method": ",".join(methods)}, {"seeds": ["1", "2"]}, "")  # the inline form too
+    assert [c.id for c in with_axis.cells()] == [f"method={m},seeds={k}" for m in methods for k in (1, 2)]
+    assert main(["run", str(tmp_path / "exp.toml"), "--print", "--out", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.splitlines()[:2] == [f"method={m}: {1 if domain == 'cls' else 2} runs" for m in methods]
+    assert not (tmp_path / "out").exists()
+    both = _write(tmp_path, base + f"[sweep]\nmethod = {json.dumps(methods)}\n", "both.toml")
+    with pytest.raises(FrdError, match=r"^both.toml: method is both set and swept: keep one$"):
+        resolve(cmd, *read_file(both)[1:], "both.toml: ")
+
+
 def test_an_axis_of_bundles_sets_several_flags_and_skip_leaves_cells_out(tmp_path):
     rl = command(get_domain("rl"))
     text = ('domain = "rl"\nagents = 2\n[sweep]\npopulation = { small = { hidden = 32 }, mixed = { agent-spec = "h=32;h=64" } }\n'
