@@ -124,9 +124,9 @@ def _checked_configs(experiment: Experiment, domain: Domain, out: Path, where: s
     return configs
 
 
-def _claim(out: Path, experiment: Experiment, grows: Callable[[Experiment], bool]) -> None:
+def _claim(out: Path, experiment: Experiment, grows: Callable[[Experiment], bool], write: bool = True) -> None:
     """``out`` holds this experiment (or nothing yet, or less of it: ``grows`` of the experiment
-    it holds): write its record, or refuse another one."""
+    it holds): write its record (unless not ``write``: ``--print``), or refuse another one."""
     record = out / RECORD
     if record.exists():
         try:
@@ -141,7 +141,8 @@ def _claim(out: Path, experiment: Experiment, grows: Callable[[Experiment], bool
             shown = ", ".join(changed[:SHOWN_DIFFERENCES]) + (", …" if len(changed) > SHOWN_DIFFERENCES else "")
             raise FrdError(f"{out} holds another experiment ({shown}); use another --out or delete that folder")
         print(f"{out}: the experiment grows ({', '.join(changed)}); its runs stay, only the new ones run", file=sys.stderr)
-    atomic_write_text(record, experiment.toml())
+    if write:
+        atomic_write_text(record, experiment.toml())
 
 
 def _held_configs(held: Experiment, domain: Domain, out: Path) -> list[tuple[str, Any]] | None:
@@ -177,14 +178,16 @@ def _refuse_foreign(out: Path) -> None:
         raise FrdError(f"cannot create output folder {out}: it is a file; choose another --out")
 
 
-def claim(experiment: Experiment, out: Path, where: str = "") -> list[tuple[str, Any]]:
+def claim(experiment: Experiment, out: Path, where: str = "", write: bool = True) -> list[tuple[str, Any]]:
     """(cell id, config) of every cell, each checked, once ``out`` holds this experiment's record
-    (written now, or found there; another experiment's is refused)."""
+    (written now, or found there; another experiment's is refused). Without ``write`` (``--print``)
+    the same checks, and nothing is written."""
     domain = get_domain(experiment.domain)
     configs = _checked_configs(experiment, domain, out, where)
     _refuse_foreign(out)
-    with locked(out / LOCKS / "experiment.lock"):  # one process at a time reads and writes the record
-        _claim(out, experiment, lambda held: _grows(_held_configs(held, domain, out), configs))
+    # one process at a time reads and writes the record
+    with locked(out / LOCKS / "experiment.lock") if write else nullcontext():
+        _claim(out, experiment, lambda held: _grows(_held_configs(held, domain, out), configs), write)
     return configs
 
 
@@ -293,16 +296,28 @@ def _run(args: argparse.Namespace) -> int:
     only = chosen_cells(experiment, args.cells, where)
     out = Path(args.out) if args.out else Path("results") / path.stem
     if args.print:
-        domain = get_domain(domain_name)
-        configs = [(cell, config) for cell, config in _checked_configs(experiment, domain, out, where)
-                   if only is None or cell in only]
-        runs = {cell: len(domain.run_ids(config)) for cell, config in configs}
-        for cell, count in runs.items():
-            print(f"{cell}: {count} runs")
-        print(f"{len(runs)} cells, {sum(runs.values())} runs, into {out}/")
+        _print_cells(experiment, out, only, where)
         return 0
     return run_experiment_cells(experiment, out, backend_from_args(args), not args.no_progress, args.tensorboard, where,
                                 only, args.seeds_per_pass)
+
+
+def _print_cells(experiment: Experiment, out: Path, only: set[str] | None, where: str) -> None:
+    """``--print``: each cell's runs and how many of them ``out`` holds finished; ``out`` checked
+    as the run checks it (``claim``), nothing written."""
+    domain = get_domain(experiment.domain)
+    counts = {}
+    for cell, config in claim(experiment, out, where, write=False):
+        if only is None or cell in only:
+            ids = domain.run_ids(config)
+            counts[cell] = (len(ids), len(ids & ResultStore.existing(out / CELLS / cell).finished()))
+
+    def done(runs: int, finished: int) -> str:
+        return f", {finished} of {runs} already done" if finished else ""
+    for cell, (runs, finished) in counts.items():
+        print(f"{cell}: {runs} runs{done(runs, finished)}")
+    runs, finished = (sum(column) for column in zip(*counts.values())) if counts else (0, 0)
+    print(f"{len(counts)} cells, {runs} runs{done(runs, finished)}, into {out}/")
 
 
 def _positive(text: str) -> int:
@@ -321,7 +336,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                    "sweeps); experiment.toml records the result.")
     p.add_argument("experiment", metavar="EXPERIMENT.toml", help="the experiment file")
     add_run_flags(p, "results folder (default results/<file name without .toml>; rerun to resume)")
-    p.add_argument("--print", action="store_true", help="show the cells and their runs; run nothing")
+    p.add_argument("--print", action="store_true", help="show the cells, their runs and how many of them --out holds "
+                   "finished (a folder the run would refuse is refused); run nothing")
     p.add_argument("--cells", action="append", metavar="GLOB",
                    help="run only the cells whose name matches GLOB (repeatable; e.g. 'channel=asym. TDMA,*' "
                         "for axis channel first): the record stays the whole experiment's, a later run "

@@ -21,7 +21,7 @@ from frd.backends import LOCAL
 from frd.cli import main
 from frd.domains import get_domain
 from frd.errors import FrdError
-from frd.experiment_file import Experiment, overridden, read_file, resolve, split_inline
+from frd.experiment_file import RECORD, Experiment, overridden, read_file, resolve, split_inline
 from frd.report import Cell as ReportCell
 from frd.report import Summarised, across_methods
 from frd.results import locked
@@ -222,8 +222,10 @@ def test_the_record_holds_the_overridden_experiment(tmp_path, capsys):
     assert "grid = 5\n" in record and "seeds = 1\n" in record and "max-episodes = 10\n" in record
     assert "[sweep]" not in record
     assert pd.read_csv(out / "cells" / "base" / "runs.csv")["run_id"].tolist() == ["frd-seed0"]
-    assert main(["run", str(path), "--out", str(out), "--print"]) == 0  # the file alone: 2 cells of 2 seeds
-    assert capsys.readouterr().out.splitlines()[-1] == f"2 cells, 4 runs, into {out}/"
+    assert main(["run", str(path), "--out", str(tmp_path / "new"), "--print"]) == 0  # the file alone: 2 cells of 2 seeds
+    assert capsys.readouterr().out.splitlines()[-1] == f"2 cells, 4 runs, into {tmp_path / 'new'}/"
+    assert main(["run", str(path), "--out", str(out), "--print"]) == 2  # as its run, not the overridden record's
+    assert "holds another experiment (" in capsys.readouterr().err
 
 
 # ---- one sweep, from a file and from the command line ----
@@ -425,6 +427,23 @@ def test_print_lists_the_cells_and_runs_and_writes_nothing(tmp_path, capsys):
         "agents=2,method=frd: 2 runs", "agents=2,method=independent: 2 runs", "agents=4,method=frd: 2 runs",
         "agents=4,method=independent: 2 runs", f"4 cells, 8 runs, into {tmp_path / 'out'}/"]
     assert not (tmp_path / "out").exists()
+
+
+def test_print_counts_the_finished_runs_of_the_record_and_refuses_a_folder_the_run_refuses(sweeps, tmp_path, capsys):
+    record = sweeps / "file"
+    held = (record / RECORD).read_text()
+    grown = _write(tmp_path, TINY_FILE + "[sweep]\ngrid = [5, 10, 30]\n")
+    assert main(["run", str(grown), "--print", "--out", str(record)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "grid=5: 2 runs, 2 of 2 already done", "grid=10: 2 runs, 2 of 2 already done", "grid=30: 2 runs",
+        f"3 cells, 6 runs, 4 of 6 already done, into {record}/"]
+    assert (record / RECORD).read_text() == held and not (record / "cells" / "grid=30").exists()
+    other = _write(tmp_path, TINY_FILE.replace("hidden = 8", "hidden = 16") + "[sweep]\ngrid = [5, 10]\n", "other.toml")
+    for path, out, message in ((other, record, r"file holds another experiment \(hidden: 8 → 16\); use another --out"),
+                               (grown, sweeps / "plain-5", r"plain-5 holds the results of one frd command, not an experiment")):
+        assert main(["run", str(path), "--print", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and re.search(message, err), err
 
 
 def test_cells_runs_the_picked_cells_into_the_whole_record_and_a_plain_rerun_adds_the_rest(sweeps, tmp_path, capsys):
