@@ -123,6 +123,9 @@ class Flag:
     is_bool: bool
     owners: tuple[str, ...]
     former: tuple[str, ...] = ()
+    doc: str = ""
+    """The field's docstring (``help`` is it with the default)."""
+    default: Any = None
 
 
 def flag_name(f: Field) -> str:
@@ -156,7 +159,7 @@ def option_flags(registry: Mapping[str, Any]) -> dict[str, Flag]:
             default = f.default if f.default is not MISSING else None
             flags[name] = Flag(name, f.name, parse, form, _metavar(f, hints[f.name]),
                                f"{docs.get(f.name, '')} (default {default})",
-                               hints[f.name] is bool, (method,), former_flags(f))
+                               hints[f.name] is bool, (method,), former_flags(f), docs.get(f.name, ""), default)
     return flags
 
 
@@ -207,6 +210,26 @@ def add_config_flags(parser: argparse.ArgumentParser, config: type, skip: Collec
         if "choices" in f.metadata:
             kwargs["choices"] = list(f.metadata["choices"])
         parser.add_argument(flag_name(f), **kwargs)
+
+
+def document_keywords(builder: Callable[..., Any], config: type, registry: Mapping[str, Any],
+                      skip: Collection[str] = ()) -> None:
+    """Append to ``builder``'s docstring (``rl_config``, ``cls_config``) its keyword arguments: the
+    fields of ``config`` but ``skip`` and every method's options, each with its default and its
+    docstring, so that ``help()`` lists what ``--help`` does, from the same dataclasses."""
+    def entry(head: str, doc: str) -> list[str]:
+        return [head, *textwrap.wrap(doc, 92, initial_indent="    ", subsequent_indent="    ")]
+
+    docs = field_docs(config)
+    lines = [f"Keyword arguments: the fields of {config.__name__}, named as the command's flags (dashes as",
+             "underscores), with their defaults:", ""]
+    for f in config_flags(config, skip):
+        default = f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
+        lines += entry(f"{f.name} = {f.metadata.get('flag_default', default)!r}", docs.get(f.name, ""))
+    lines += ["", "Method options, each given to every method listed (in brackets) that has it:", ""]
+    for flag in option_flags(registry).values():
+        lines += entry(f"{flag.dest} = {flag.default!r}  [{', '.join(flag.owners)}]", flag.doc)
+    builder.__doc__ = inspect.cleandoc(builder.__doc__ or "") + "\n\n" + "\n".join(lines)
 
 
 def add_out_flag(parser: argparse.ArgumentParser, where: str = "") -> None:

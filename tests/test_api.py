@@ -3,15 +3,19 @@
 figures by hand."""
 from __future__ import annotations
 
+import pydoc
 import subprocess
 import sys
+from dataclasses import fields
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import frd
+from frd.classification.methods import CLS_METHODS
 from frd.classification.report import cls_summary, cls_table
+from frd.rl.methods import RL_METHODS
 from frd.rl.summary import rl_summary
 
 RL_COLUMNS = ["method", "agents", "runs", "completed_frac", "all_agents_completed_frac", "mission_episodes_median",
@@ -47,6 +51,19 @@ def test_import_frd_is_light_and_lists_its_surface():
     assert frd.cls_config("fd").method == "fd" and isinstance(frd.cls_config("fd"), frd.ClsConfig)
     with pytest.raises(AttributeError, match="module 'frd' has no attribute 'summarize'"):
         getattr(frd, "summarize")  # noqa: B009  (the attribute access is the test)
+
+
+@pytest.mark.parametrize("builder, config, registry, examples", [
+    ("rl_config", "RLConfig", RL_METHODS, ["max_episodes = 2000", "Episode cap per agent", "grid = 30  [frd, mixfrd]"]),
+    ("cls_config", "ClsConfig", CLS_METHODS, ["iterations_per_round = 100", "beta = 0.01  [fd]"]),
+    ("cls_configs", "ClsConfig", CLS_METHODS, ["n_mix = 50  [fld, mixfld, mix2fld]"]),
+])
+def test_help_of_a_config_builder_lists_every_option_and_every_method_s(builder, config, registry, examples):
+    text = pydoc.render_doc(getattr(frd, builder), renderer=pydoc.plaintext)
+    assert all(example in text for example in examples), text
+    names = [f.name for f in fields(getattr(frd, config)) if f.name not in ("method", "methods", "options")]
+    names += [f.name for method in registry.values() for f in fields(method.Options)]
+    assert [name for name in names if f"\n    {name} = " not in text] == []
 
 
 def test_rl_config_takes_methods_as_one_comma_separated_text():

@@ -12,7 +12,7 @@ from frd.classification.methods.feddualmatch import FedDM, FedDualMatch
 from frd.classification.methods.fl import FedAvg
 from frd.classification.methods.fld import FederatedLearningAfterDistillation, Mix2FLD, MixFLD
 from frd.errors import FrdError
-from frd.options import build_options
+from frd.options import build_options, document_keywords
 
 CLS_METHODS: dict[str, type[Method]] = {
     "fl": FedAvg,
@@ -54,6 +54,10 @@ def cls_configs(methods: str | Sequence[str], paper: bool = False, **values: Any
     presets = {m: getattr(klass.Options, "PAPER", {}) for m, klass in CLS_METHODS.items()} if paper else None
     options = build_options(CLS_METHODS, names, own, presets)
     return tuple(ClsConfig(**{**(PAPER if paper else {}), **common, "method": m, "options": options[m]}) for m in names)
+
+
+for _builder in (cls_config, cls_configs):
+    document_keywords(_builder, ClsConfig, CLS_METHODS, ("method", "options"))
 
 
 def study_config(method: str, paper: bool = False, **values: Any) -> ClsConfig:

@@ -14,7 +14,7 @@ from frd.channel import CHANNELS, check_channel, parse_channel_option
 from frd.codecs.link import COMPRESS, CodecSettings
 from frd.envs.lanes import check_env_id
 from frd.errors import FrdError
-from frd.options import build_options, options_key
+from frd.options import build_options, document_keywords, options_key
 from frd.participation import check_participation, participants
 from frd.results import ResumeKey
 from frd.rl.methods import RL_METHODS, RunSetup, get_method
@@ -220,3 +220,6 @@ def rl_config(methods: tuple[str, ...] | str, **values: Any) -> RLConfig:
         common["agent_spec"] = parse_agent_spec(common["agent_spec"])
     options = build_options(RL_METHODS, methods, {k: v for k, v in values.items() if k not in COMMON_FIELDS})
     return RLConfig(methods=methods, options=options, **common)
+
+
+document_keywords(rl_config, RLConfig, RL_METHODS, NOT_FLAGS)
