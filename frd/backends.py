@@ -37,6 +37,7 @@ from frd import reaper
 from frd.errors import FrdError
 from frd.remote import Link
 from frd.results import PROVENANCE_TABLE, machine_provenance
+from frd.workers import in_processes
 
 BACKENDS = ("local", "ray")
 OBJECT_STORE_BYTES = 256 * 1024 ** 2
@@ -71,15 +72,18 @@ class Backend:
     address: str = "local"          # ray: local (start one here), auto, or HOST:PORT of a running cluster
     groups: int | None = None       # ray: tasks per sweep (default CPUs ÷ threads)
     cpus: int | None = None         # ray with address local: CPUs of the Ray started here (default all)
+    workers: int = 1                # local: processes that split the runs (1: this process, one batch)
 
     def __post_init__(self) -> None:
         if self.name not in BACKENDS:
             raise FrdError(f"unknown backend {self.name!r}; choose {' or '.join(BACKENDS)}")
-        for option, value in (("groups", self.groups), ("cpus", self.cpus)):
+        for option, value in (("groups", self.groups), ("cpus", self.cpus), ("workers", self.workers)):
             if value is not None and value < 1:
                 raise FrdError(f"--{option} must be at least 1, got {value}")
         if self.name == "local" and (self.address != "local" or self.groups or self.cpus):
             raise FrdError("--address, --groups and --cpus need --backend ray")
+        if self.name == "ray" and self.workers != 1:
+            raise FrdError("--workers splits the local backend's runs over processes; on Ray, --groups does")
         if self.address not in ("local", "auto"):
             host, _, port = self.address.rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -90,7 +94,8 @@ class Backend:
 
     @property
     def local(self) -> bool:
-        return self.name == "local"
+        """One batch in this process."""
+        return self.name == "local" and self.workers == 1
 
     def record(self, config: Any) -> dict:
         """``config`` as saved in config.json, with this backend beside it (not in the resume key)."""
@@ -100,12 +105,19 @@ class Backend:
     def execute(self, runs: Runs, shared: Any, items: Sequence[Any], on_step: Callable[[], object] = lambda: None,
                 on_status: Callable[[str], None] = lambda text: None) -> Iterator[tuple[int, Tables]]:
         """(index into ``items``, tables) of each run as it finishes. Locally one group, in this
-        process; on Ray in groups, ``shared`` put once, ``on_step`` not called (a task's callbacks
-        stay on its worker)."""
+        process, or ``workers`` groups in processes of their own (``frd.workers``); on Ray in
+        groups, ``shared`` put once. ``on_step`` is called in this process only (a worker's or a
+        task's callbacks stay where it runs)."""
         if self.local:
             yield from runs.run_group(shared, items, on_step, on_status)
             return
         if not items:
+            return
+        if self.name == "local":
+            groups = group_runs(list(range(len(items))), self.workers)
+            for g, i, tables in in_processes(_group, runs, shared, [[items[i] for i in group] for group in groups],
+                                             on_status):
+                yield groups[g][i], tables
             return
         threads = runs.threads(shared, items)
         with RaySession(self) as session:
@@ -290,7 +302,7 @@ class RaySession:
 
 
 def _group(runs: Runs, shared: Any, items: list[Any]) -> Iterator[tuple[int, Tables]]:
-    """A Ray task: one group of runs, each run's tables yielded, with where it ran, as it finishes."""
+    """A Ray task or a worker process: one group of runs, each run's tables yielded, with where it ran, as it finishes."""
     for i, tables in runs.run_group(shared, items, lambda: None, lambda text: None):
         yield i, {**tables, PROVENANCE_TABLE: machine_provenance()}
 
@@ -305,8 +317,11 @@ def add_backend_arguments(parser: argparse.ArgumentParser, default: str = "local
                             "e.g. under ray job submit) or HOST:PORT of its head (default local)")
     group.add_argument("--groups", type=int, help="ray: Ray tasks, each one batch of runs (default CPUs ÷ --threads)")
     group.add_argument("--cpus", type=int, help="ray with --address local: CPUs Ray may use (default all)")
+    group.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="local: processes that split the runs, e.g. one per core (tables as one batch's; "
+                            "default 1: this process, one batch that resumes mid-run)")
 
 
 def backend_from_args(args: argparse.Namespace) -> Backend:
     """The backend the options ask for; bad values raise a one-line ``FrdError``."""
-    return Backend(args.backend, args.address, args.groups, args.cpus)
+    return Backend(args.backend, args.address, args.groups, args.cpus, args.workers)

@@ -255,7 +255,7 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
                                       tensorboard=None if tensorboard is None else Path(tensorboard) / cell)
             return True
 
-    with nullcontext() if backend.local else RaySession(backend):  # one Ray for every cell
+    with nullcontext() if backend.name == "local" else RaySession(backend):  # one Ray for every cell
         for k in range(max(map(len, blocks.values()), default=0)):
             for number, (cell, _) in enumerate(configs, 1):
                 if k < len(blocks[cell]):

@@ -346,7 +346,8 @@ def test_rl_on_the_cluster_gives_the_tables_of_a_local_run(tmp_path, cluster, mo
     pd.testing.assert_frame_equal(local, on_ray)  # one machine: the same versions, code and cpu
     assert len(pd.read_csv(tmp_path / "ray" / "runs.csv")) == 32
     saved = [json.loads((tmp_path / d / "config.json").read_text()) for d in ("local", "ray")]
-    assert saved[1]["config"]["backend"] == {"name": "ray", "address": cluster, "groups": 3, "cpus": None}
+    assert saved[1]["config"]["backend"] == {"name": "ray", "address": cluster, "groups": 3, "cpus": None,
+                                               "workers": 1}
     assert saved[0]["config"]["backend"]["name"] == "local" and saved[0]["resume_key"] == saved[1]["resume_key"]
 
 
