@@ -94,6 +94,21 @@ def cells_of(folder: Path) -> list[Cell]:
     raise FrdError(f"{folder} holds neither an experiment ({RECORD}) nor results (config.json)")
 
 
+def _started(cell: Cell) -> bool:
+    """Whether the cell's folder holds runs (a results folder); if not, it is named on stderr."""
+    if not (cell.folder / "config.json").exists():
+        print(f"frd: {cell.folder} has no runs yet", file=sys.stderr)
+        return False
+    return True
+
+
+def recorded_cells(folder: Path) -> list[Cell] | None:
+    """The cells of the experiment record ``folder`` that hold runs, each a results folder (those
+    not yet run named); None where ``folder`` is no record. ``frd eval`` and ``frd export`` read
+    each cell as the results folder it is."""
+    return [cell for cell in cells_of(folder) if _started(cell)] if (folder / RECORD).exists() else None
+
+
 @dataclass
 class Summarised:
     """One cell's summary, its curves and its verified runs (``runs.csv``'s rows of its config)."""
@@ -106,8 +121,7 @@ class Summarised:
 
 def _summarised(domain: Domain, cell: Cell) -> Summarised | None:
     """A cell's summary and curves from its verified runs; None (named on stderr) if it has none yet."""
-    if not (cell.folder / "config.json").exists():
-        print(f"frd: {cell.folder} has no runs yet", file=sys.stderr)
+    if not _started(cell):
         return None
     config = domain.config_from_dict(_config_json(cell.folder))
     store = ResultStore.existing(cell.folder)
@@ -145,9 +159,10 @@ def across_methods(comparison: Comparison, cells: Sequence[Summarised]) -> None:
                 mine, theirs, lower_is_better=comparison.lower_is_better)
 
 
-def _with_axes(summary: pd.DataFrame, cell: Cell, sources: bool) -> pd.DataFrame:
-    """The summary with the cell's experiment (when several are reported) and sweep values in
-    front, an axis whose name the summary has already as ``sweep_<axis>`` (``_axis_columns``)."""
+def with_axes(summary: pd.DataFrame, cell: Cell, sources: bool) -> pd.DataFrame:
+    """The summary (or another frame of the cell's: ``frd eval``'s scores) with the cell's experiment
+    (when several are reported) and sweep values in front, an axis whose name the frame has already
+    as ``sweep_<axis>`` (``_axis_columns``)."""
     front: dict[str, Any] = {"experiment": cell.source} if sources else {}
     for axis, value in cell.axes.items():
         name = column(axis)
@@ -343,7 +358,7 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
     comparison = getattr(domain, "comparison", None)
     if comparison is not None:
         across_methods(comparison, summarised)
-    frames = [_with_axes(found.summary, found.cell, sources) for found in summarised]
+    frames = [with_axes(found.summary, found.cell, sources) for found in summarised]
     curves = [(found.cell, curve) for found in summarised for curve in found.curves]
     summary, names = _axis_columns(pd.concat(frames, ignore_index=True), axes)
     metrics = _metrics(domain, summary, metric_names)

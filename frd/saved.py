@@ -10,7 +10,8 @@ so ``torch.load(path, weights_only=True)`` reads it::
 
 ``metadata`` holds what rebuilds each network (the domain's own keys); each state dict loads into
 a plain torch module. ``frd eval OUT`` hands a folder's saved models to the domain named in them,
-which scores them, and writes its rows as ``OUT/eval.csv``.
+which scores them, and writes its rows as ``OUT/eval.csv``; of an experiment record, each cell's
+(``frd.report.recorded_cells``), and all of them in the record's ``eval.csv``.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import argparse
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -28,6 +29,8 @@ from frd.results import MODELS, ResultStore, atomic_write_csv
 
 if TYPE_CHECKING:
     import torch
+
+    from frd.report import Cell
 
 FORMAT = "frd-models/1"
 """The layout above; a file of another layout is refused."""
@@ -80,6 +83,13 @@ def read_models(path: Path) -> SavedModels:
 def evaluate(out: Path, request: EvalRequest) -> tuple[pd.DataFrame, str]:
     """Score the saved models of every finished run in ``out`` (``eval.csv``'s rows) and the table
     to print; ``eval.csv`` is written."""
+    frame, table = _scores(out, request)
+    atomic_write_csv(frame, out / EVAL_TABLE)
+    return frame, table
+
+
+def _scores(out: Path, request: EvalRequest) -> tuple[pd.DataFrame, str]:
+    """``evaluate`` without writing: every error is found before anything is written."""
     if not (out / "config.json").is_file():
         raise FrdError(f"{out} is not a results folder of frd (it has no config.json)")
     store = ResultStore.existing(out)
@@ -96,9 +106,23 @@ def evaluate(out: Path, request: EvalRequest) -> tuple[pd.DataFrame, str]:
     domain = get_domain(names[0])
     if not hasattr(domain, "evaluate"):
         raise FrdError(f"the {names[0]} domain cannot evaluate saved models")
-    frame, table = domain.evaluate(saved, request)
-    atomic_write_csv(frame, out / EVAL_TABLE)
-    return frame, table
+    return domain.evaluate(saved, request)
+
+
+def evaluate_record(out: Path, request: EvalRequest, cells: Sequence[Cell]) -> list[tuple[Cell, pd.DataFrame, str]]:
+    """``evaluate`` of each cell of an experiment record (``frd.report.recorded_cells``), every cell
+    scored before any ``eval.csv`` is written; ``out/eval.csv`` gathers their rows behind the cells'
+    sweep values."""
+    from frd.report import with_axes  # here: a domain imports this module, and needs no report
+
+    if not cells:
+        raise FrdError(f"{out} holds no finished runs yet")
+    scored = [(cell, *_scores(cell.folder, request)) for cell in cells]
+    for cell, frame, _ in scored:
+        atomic_write_csv(frame, cell.folder / EVAL_TABLE)
+    atomic_write_csv(pd.concat([with_axes(frame, cell, False) for cell, frame, _ in scored], ignore_index=True),
+                     out / EVAL_TABLE)
+    return scored
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -106,19 +130,26 @@ def _run(args: argparse.Namespace) -> int:
         if value is not None and value < least:
             raise FrdError(f"{flag} must be at least {least}, got {value}")
     out = Path(args.out)
-    _, table = evaluate(out, EvalRequest(args.episodes, args.seed, None if args.video is None else Path(args.video)))
-    print(table)
+    from frd.report import recorded_cells
+
+    request = EvalRequest(args.episodes, args.seed, None if args.video is None else Path(args.video))
+    cells = recorded_cells(out)
+    if cells is None:
+        print(evaluate(out, request)[1])
+    else:
+        print("\n\n".join(f"== {cell.folder.name} ==\n{table}" for cell, _, table in evaluate_record(out, request, cells)))
     print(f"\n{EVAL_TABLE} in {out}/")
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """``frd eval OUT``: the saved models of a results folder, played (RL) or tested (classification)."""
-    p = subparsers.add_parser("eval", help="play or test the saved agents and models of a results folder",
+    p = subparsers.add_parser("eval", help="play or test the saved agents and models of a results folder or experiment",
                               description="RL: each saved agent plays --episodes episodes greedily (argmax) and "
                               "with sampled actions; mean ± std return per agent. Classification: each saved "
-                              f"model's accuracy on the test set. The rows are written as OUT/{EVAL_TABLE}.")
-    p.add_argument("out", metavar="OUT", help="a results folder of frd rl, compare or cls")
+                              f"model's accuracy on the test set. The rows are written as OUT/{EVAL_TABLE} (an experiment's: "
+                              "each cell's, and all of them behind their sweep values).")
+    p.add_argument("out", metavar="OUT", help="a results folder of frd rl, compare or cls, or an experiment (frd run's --out)")
     p.add_argument("--episodes", type=int, metavar="N", help="RL: episodes per agent and way of acting (default 100)")
     p.add_argument("--seed", type=int, metavar="S",
                    help="RL: seed of the episodes' first states and of the sampled actions (default 0)")

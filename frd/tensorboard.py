@@ -59,20 +59,34 @@ def _resume_key(results: Path) -> dict[str, Any]:
     return json.loads(path.read_text())["resume_key"]
 
 
-def export(results: str | Path, logdir: str | Path | None = None) -> tuple[Path, int]:
-    """Every finished run of ``results`` into ``logdir`` (default ``results/tensorboard``); returns
-    the logdir and the number of runs."""
-    results = Path(results)
-    require_tensorboard()
+def _finished(results: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """A results folder's resume key and tables, or a one-line error."""
     key = _resume_key(results)
     if not (results / f"{RUNS_TABLE}.csv").exists():
         raise FrdError(f"{results} holds no {RUNS_TABLE}.csv: no finished run to export")
-    tables = {name: pd.read_csv(results / f"{name}.csv") for name in TABLES if (results / f"{name}.csv").exists()}
+    return key, {name: pd.read_csv(results / f"{name}.csv") for name in TABLES if (results / f"{name}.csv").exists()}
+
+
+def export(results: str | Path, logdir: str | Path | None = None) -> tuple[Path, int]:
+    """Every finished run of ``results`` into ``logdir`` (default ``results/tensorboard``); returns
+    the logdir and the number of runs. Of an experiment record, each cell's runs into
+    ``logdir/<cell id>``, as a sweep logs them live (every cell read before any is written)."""
+    from frd.report import recorded_cells  # here: an experiment driver imports this module
+
+    results = Path(results)
+    require_tensorboard()
     out = Path(logdir) if logdir is not None else results / "tensorboard"
-    ids = tables[RUNS_TABLE]["run_id"]
-    for rid in ids:
-        log_run(out, key, {name: frame[frame["run_id"] == rid].reset_index(drop=True) for name, frame in tables.items()})
-    return out, len(ids)
+    cells = recorded_cells(results)
+    if cells == []:
+        raise FrdError(f"{results} holds no finished runs yet")
+    found = [(out, _finished(results))] if cells is None else [(out / c.folder.name, _finished(c.folder)) for c in cells]
+    count = 0
+    for where, (key, tables) in found:
+        for rid in tables[RUNS_TABLE]["run_id"]:
+            log_run(where, key, {name: frame[frame["run_id"] == rid].reset_index(drop=True)
+                                 for name, frame in tables.items()})
+            count += 1
+    return out, count
 
 
 def run_folder(logdir: Path, method: str, seed: int) -> Path:
@@ -162,6 +176,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export_parser = sub.add_parser("export", help="results in other tools' formats")
     formats = export_parser.add_subparsers(dest="format", required=True, parser_class=type(export_parser))
     tb = formats.add_parser("tensorboard", help="TensorBoard event files of every finished run of a results folder")
-    tb.add_argument("dir", metavar="DIR", help="a results folder (frd rl, compare or cls)")
+    tb.add_argument("dir", metavar="DIR", help="a results folder (frd rl, compare or cls) or an experiment "
+                    "(frd run's --out: each cell into L/<cell id>)")
     tb.add_argument("--logdir", metavar="L", help="where the events go (default DIR/tensorboard)")
     tb.set_defaults(run=_export)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 import sys
 import types
 from pathlib import Path
@@ -282,6 +283,25 @@ def test_fd_saves_every_device_and_over_a_link_only_the_reference_device(tmp_pat
     assert list(remote.state_dicts) == ["device0"]
     for name, tensor in local.state_dicts["device0"].items():
         np.testing.assert_allclose(remote.state_dicts["device0"][name].numpy(), tensor.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_eval_of_an_experiment_record_scores_every_cell(tmp_path, capsys):
+    record = tmp_path / "sweep"
+    assert main([*RL, "--grid", "5,10", "--seeds", "1", "--out", str(record)]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(record), "--episodes", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "== grid=5 ==" in printed and "== grid=10 ==" in printed and f"eval.csv in {record}/" in printed
+    combined = pd.read_csv(record / "eval.csv")
+    assert combined["grid"].tolist() == [5, 5, 10, 10]  # two agents a cell
+    for grid, rows in combined.groupby("grid"):
+        pd.testing.assert_frame_equal(rows.drop(columns="grid").reset_index(drop=True),
+                                      pd.read_csv(record / "cells" / f"grid={grid}" / "eval.csv"))
+    shutil.rmtree(record / "cells" / "grid=10" / MODELS)
+    (record / "eval.csv").unlink()
+    assert main(["eval", str(record)]) == 2  # a cell without models: one line, nothing written
+    assert "grid=10 holds no saved models of finished runs" in capsys.readouterr().err
+    assert not (record / "eval.csv").exists()
 
 
 # ---- errors ----

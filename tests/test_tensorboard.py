@@ -95,6 +95,20 @@ def test_live_logging_writes_what_the_export_writes(domain, request):
         assert _events(tmp / "live" / folder) == _events(exported / folder)
 
 
+def test_an_experiment_record_exports_each_cell_as_its_sweep_logs_it_live(tmp_path, capsys):
+    record = tmp_path / "sweep"
+    assert main(["rl", "--method", "frd", "--grid", "5,10", *RL_TINY, "--out", str(record),
+                 "--tensorboard", str(tmp_path / "live")]) == 0
+    capsys.readouterr()
+    assert main(["export", "tensorboard", str(record), "--logdir", str(tmp_path / "exported")]) == 0
+    assert capsys.readouterr().out.startswith("2 runs written to ")
+    folders = sorted(p.relative_to(tmp_path / "live") for p in (tmp_path / "live").glob("*/*/*"))
+    assert [str(f) for f in folders] == ["grid=10/frd/seed0", "grid=5/frd/seed0"]
+    assert sorted(p.relative_to(tmp_path / "exported") for p in (tmp_path / "exported").glob("*/*/*")) == folders
+    for folder in folders:
+        assert _events(tmp_path / "live" / folder) == _events(tmp_path / "exported" / folder)
+
+
 def test_a_second_export_replaces_the_events(cls):
     assert main(["export", "tensorboard", str(cls / "out"), "--logdir", str(cls / "exported")]) == 0
     assert len(list((cls / "exported" / "fd" / "seed0").glob("events.out.tfevents.*"))) == 1
