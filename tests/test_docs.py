@@ -8,8 +8,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
-DOCUMENTS = [REPO / "README.md", REPO / "frd" / "README.md", REPO / "agents" / "README.md",
-             REPO / "classification" / "README.md", *sorted((REPO / "benchmarks" / "reports").glob("*.md"))]
+PACKAGE_READMES = [REPO / "frd" / "README.md", REPO / "frd" / "rl" / "README.md", REPO / "frd" / "flower" / "README.md",
+                   REPO / "agents" / "README.md", REPO / "classification" / "README.md"]
+DOCUMENTS = [REPO / "README.md", *PACKAGE_READMES, *sorted((REPO / "benchmarks" / "reports").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
@@ -33,13 +34,22 @@ def test_every_report_is_one_click_from_the_readme():
 def test_the_readme_is_a_guide_without_dates_hashes_or_outside_paths():
     text = readme()
     lines = text.splitlines()
-    assert len(lines) < 400
+    assert len(lines) <= 300
     head = "\n".join(lines[:150])
     assert "frd compare --methods" in head and "frd rl --method frd --grid" in head and "frd cls --method" in head
     assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), "a date"
     assert not re.search(r"`[0-9a-f]{7,40}`", text), "a commit hash"
     assert not re.search(r"\.\./shared|SPEC\s§", text), "a path or section outside the repository"
     assert not re.search(r"\[(seed|ours|inferred)\b", text), "an undefined tag"
+
+
+@pytest.mark.parametrize("document", PACKAGE_READMES, ids=lambda p: str(p.relative_to(REPO)))
+def test_a_package_readme_s_module_table_lists_every_module_beside_it(document):
+    """The first column of its table rows names modules (``a.py``, or several: ``a.py``, ``b.py``)."""
+    listed = {name for line in document.read_text().splitlines() if line.startswith("| `")
+              for name in re.findall(r"`([\w]+\.py)`", line.split("|")[1])}
+    present = {p.name for p in document.parent.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    assert listed == present, f"missing: {sorted(present - listed)}, gone: {sorted(listed - present)}"
 
 
 def _q(x: float) -> str:
