@@ -3,8 +3,6 @@ of one batch, a worker's failure reaches the driver (one line for bad input, the
 bug), and no worker outlives frd, however it ends (tiny budgets throughout)."""
 from __future__ import annotations
 
-import os
-
 import pandas as pd
 import pytest
 
@@ -14,6 +12,7 @@ from frd.errors import FrdError
 from frd.workers import in_processes
 from tests.processes import command_line, kill_9, left_after, start_frd, wait_for
 from tests.test_backends import TINY, _assert_same_tables
+from tests.worker_groups import dies, has_a_bug, refuses
 
 
 def test_rl_and_classification_over_two_workers_give_the_tables_of_one_batch(tmp_path):
@@ -30,33 +29,17 @@ def test_rl_and_classification_over_two_workers_give_the_tables_of_one_batch(tmp
         pd.testing.assert_frame_equal(one, two, obj=table)
 
 
-def _refuses(runs, shared, items):
-    yield 0, items[0]
-    if items == ["b"]:
-        raise FrdError(f"bad input in group {items}")
-
-
-def _has_a_bug(runs, shared, items):
-    raise ValueError("a bug")
-    yield  # a generator, as a group is
-
-
-def _dies(runs, shared, items):
-    os._exit(3)
-    yield
-
-
 @pytest.mark.parametrize("group, error, match", [
-    (_refuses, FrdError, r"^bad input in group \['b'\]$"),
-    (_has_a_bug, RuntimeError, r"a worker process failed:\n(.|\n)*ValueError: a bug"),
-    (_dies, RuntimeError, r"worker process \d+ died \(exit code 3\)"),
+    (refuses, FrdError, r"^bad input in group \['b'\]$"),
+    (has_a_bug, RuntimeError, r"a worker process failed:\n(.|\n)*ValueError: a bug"),
+    (dies, RuntimeError, r"worker process \d+ died \(exit code 3\)"),
 ])
 def test_a_workers_failure_reaches_the_driver(group, error, match):
     got = []
     with pytest.raises(error, match=match):
         for item in in_processes(group, None, None, [["a"], ["b"]], lambda text: None):
             got.append(item)
-    assert group is not _refuses or (1, 0, "b") in got  # what a group finished before it failed arrived
+    assert group is not refuses or (1, 0, "b") in got  # what a group finished before it failed arrived
 
 
 def test_no_worker_outlives_frd_killed_9(tmp_path):
