@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from frd.classification.config import ClsConfig, as_configs, run_ids
 from frd.classification.methods import CLS_METHODS, GLOBAL
 from frd.results import ResultStore, atomic_write_csv, save_figure
-from frd.stats import fmt, iqm_ci, median_ci
+from frd.stats import IQR, bracketed, fmt, iqm_ci, median_ci, nearest_rank_quartiles
 
 DIRECTIONS = ("up", "down")
 
@@ -28,7 +28,8 @@ def cls_summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame) 
     (intervals NaN below 2 seeds); ``accuracy_best_*`` the same of each seed's best accuracy after a
     download (rounds ≥ 1, of the model ``accuracy_vs_bits`` draws: the reference device, or the
     global model where devices keep none), and ``best_round_median``/``_q25``/``_q75`` of the round
-    it came in (the first, on ties), as FL papers report best and last;
+    it came in (the first, on ties), as FL papers report best and last: nearest ranks, so each is a
+    round some seed had (``frd.stats.nearest_rank_quartiles``);
     ``accuracy_after_local_median`` with ``_median_lo/_hi`` (the reference device after the last
     round's local training); ``accuracy_global_median`` (the server's model). Each is NaN where the
     method has no such model (FedDualMatch keeps no device model, FD no global one).
@@ -45,12 +46,12 @@ def cls_summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame) 
         best = pd.Series([c.max() if len(c) else np.nan for c in curves], dtype=float)
         best_round = pd.Series([c.idxmax() if len(c) else np.nan for c in curves], dtype=float)
         after_local = group["local_accuracy"]
+        round_q25, round_median, round_q75 = nearest_rank_quartiles(best_round)
         rows.append({
             "method": method, "dataset": dataset, "partition": partition, "runs": len(group),
             "parameters": int(group["parameters"].iloc[0]), "iterations": int(group["iterations"].iloc[0]),
             **spread("accuracy_final_", group["accuracy"]), **spread("accuracy_best_", best),
-            "best_round_median": best_round.median(), "best_round_q25": best_round.quantile(0.25),
-            "best_round_q75": best_round.quantile(0.75),
+            "best_round_median": round_median, "best_round_q25": round_q25, "best_round_q75": round_q75,
             "accuracy_after_local_median": after_local.median(),
             **dict(zip(("accuracy_after_local_median_lo", "accuracy_after_local_median_hi"), median_ci(after_local))),
             "accuracy_global_median": group["global_accuracy"].median(),
@@ -83,10 +84,11 @@ def accuracy_vs_bits(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFr
     """One numeric row per method (in the order of ``runs``) and round r ≥ 1: ``runs`` (seeds),
     ``model`` (``device``: the reference device, the one ``accuracy_final_median`` reads; ``global``
     where devices keep no model: FedDualMatch), ``bits_up_cumulative``/``bits_down_cumulative``
-    (what all devices sent / received in rounds 0…r, setup included: mean over seeds), and that
-    model's test accuracy after round r's download: ``accuracy_mean`` and the range over seeds
-    ``accuracy_min``/``accuracy_max``. Round 0 is left out: it may have sent nothing, which a
-    log axis cannot show [our choice]."""
+    (what all devices sent / received in rounds 0…r, setup included: median over seeds), and that
+    model's test accuracy after round r's download: ``accuracy_median`` and the range over seeds
+    ``accuracy_min``/``accuracy_max``. Medians, as the summary's (``cls_summary``), so the curve's
+    last point is the summary's final accuracy. Round 0 is left out: it may have sent nothing,
+    which a log axis cannot show [our choice]."""
     after = rounds[(rounds["phase"] == "exchanged") & (rounds["round"] >= 1)]
     points = []
     for _, run in runs.iterrows():
@@ -99,13 +101,14 @@ def accuracy_vs_bits(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFr
                     **{f"bits_{d}": cumulative[d][r] for d in DIRECTIONS}, "accuracy": accuracy}
                    for r, accuracy in curve.items()]
     by = pd.DataFrame(points).groupby(["method", "model", "round"], sort=False)
-    return by.agg(runs=("run_id", "size"), bits_up_cumulative=("bits_up", "mean"),
-                  bits_down_cumulative=("bits_down", "mean"), accuracy_mean=("accuracy", "mean"),
+    return by.agg(runs=("run_id", "size"), bits_up_cumulative=("bits_up", "median"),
+                  bits_down_cumulative=("bits_down", "median"), accuracy_median=("accuracy", "median"),
                   accuracy_min=("accuracy", "min"), accuracy_max=("accuracy", "max")).reset_index()
 
 
 def cls_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """``cls_summary``'s rows as text for people: accuracies in %, quartiles in brackets, – for none."""
+    """``cls_summary``'s rows as text for people: accuracies in %, each row's label naming its
+    statistic and what its brackets hold (the 25–75 % range: ``[IQR]``), – for none."""
     def percent(x: float) -> str:
         return fmt(100 * x)
 
@@ -113,10 +116,10 @@ def cls_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([{
         "method": row["method"], "dataset": row["dataset"], "partition": row["partition"], "seeds": row["runs"],
         "parameters": row["parameters"], "iterations": row["iterations"],
-        "device acc %": (f"{percent(row[final + 'median'])} [{percent(row[final + 'q25'])}–"
-                         f"{percent(row[final + 'q75'])}]" if np.isfinite(row[final + "median"]) else "–"),
-        "best acc % (round)": (f"{percent(row['accuracy_best_median'])} ({row['best_round_median']:.3g})"
-                               if np.isfinite(row["accuracy_best_median"]) else "–"),
+        f"device acc %, median [{IQR}]": bracketed(100 * row[final + "median"], 100 * row[final + "q25"],
+                                                   100 * row[final + "q75"]),
+        "best acc %, median (round)": (f"{percent(row['accuracy_best_median'])} ({row['best_round_median']:.0f})"
+                                       if np.isfinite(row["accuracy_best_median"]) else "–"),
         "device acc after local %": percent(row["accuracy_after_local_median"]),
         "global acc %": percent(row["accuracy_global_median"]),
         "up bits/dev/round": fmt(row["bits_up_per_device_round"]),
@@ -152,13 +155,13 @@ def method_color(method: str) -> str:
 
 
 def accuracy_bits_figure(curves: pd.DataFrame, title: str) -> Figure:
-    """``accuracy_vs_bits`` drawn: one line per method (mean over seeds, shaded between the seeds'
+    """``accuracy_vs_bits`` drawn: one line per method (median over seeds, shaded between the seeds'
     lowest and highest accuracy when there are several), uplink bits on a log axis."""
     fig = Figure(figsize=(6, 4), layout="constrained")
     ax = fig.add_subplot()
     for (method, model), curve in curves.groupby(["method", "model"], sort=False):
         color = method_color(method)
-        ax.plot(curve["bits_up_cumulative"], curve["accuracy_mean"], marker="o", markersize=3, color=color,
+        ax.plot(curve["bits_up_cumulative"], curve["accuracy_median"], marker="o", markersize=3, color=color,
                 label=method if model == "device" else f"{method} ({model} model)")
         if curve["runs"].max() > 1:
             ax.fill_between(curve["bits_up_cumulative"], curve["accuracy_min"], curve["accuracy_max"],
@@ -167,7 +170,7 @@ def accuracy_bits_figure(curves: pd.DataFrame, title: str) -> Figure:
     band = ", band: lowest–highest seed" if seeds > 1 else ""
     ax.set_xscale("log")
     ax.set(xlabel="uplink bits, all devices, cumulative", ylabel="test accuracy after the download",
-           title=f"{title}: mean of {seeds} seed(s){band}")
+           title=f"{title}: median of {seeds} seed(s){band}")
     ax.grid(alpha=0.3, which="both")
     ax.legend()
     return fig

@@ -9,12 +9,15 @@ from frd.classification.report import accuracy_vs_bits, summarize
 from frd.domains import Curve, Metric
 from frd.frontier import Frontier
 from frd.results import ResultStore
+from frd.stats import IQR
 
 HEADLINE = (
     Metric("runs", "runs", plot=False),
-    Metric("accuracy_final_median", "device acc % [q25–q75]", lo="accuracy_final_q25", hi="accuracy_final_q75", percent=True),
-    Metric("accuracy_best_median", "best acc % [q25–q75]", lo="accuracy_best_q25", hi="accuracy_best_q75", percent=True),
-    Metric("best_round_median", "best round", plot=False),
+    Metric("accuracy_final_median", "device acc", lo="accuracy_final_q25", hi="accuracy_final_q75", percent=True,
+           statistic="median", interval=IQR),
+    Metric("accuracy_best_median", "best acc", lo="accuracy_best_q25", hi="accuracy_best_q75", percent=True,
+           statistic="median", interval=IQR),
+    Metric("best_round_median", "best round", plot=False, statistic="median"),
     Metric("bits_up_per_device_round", "bits up/device/round", log=True),
     Metric("bits_up_total", "bits up total", log=True),
 )
@@ -34,12 +37,12 @@ def summary(config: ClsConfig | tuple[ClsConfig, ...], store: ResultStore) -> pd
 
 def accuracy_against_uplink(config: ClsConfig | tuple[ClsConfig, ...], store: ResultStore) -> Curve:
     """``accuracy_vs_bits`` of ``config``'s runs (as ``frd cls`` draws it): per round ≥ 1 the uplink
-    bits of all devices so far and the accuracy after that round's download, mean over seeds with
-    their range as the band."""
+    bits of all devices so far and the accuracy after that round's download, medians over seeds (as
+    the summary's) with their range as the band."""
     ids = run_ids(config)
     runs, rounds, ledger = (frame[frame["run_id"].isin(ids)] for frame in map(store.read, ("runs", "rounds", "ledger")))
     curve = accuracy_vs_bits(runs, rounds, ledger)
-    frame = pd.DataFrame({"method": curve["method"], "x": curve["bits_up_cumulative"], "y": curve["accuracy_mean"],
+    frame = pd.DataFrame({"method": curve["method"], "x": curve["bits_up_cumulative"], "y": curve["accuracy_median"],
                           "y_lo": curve["accuracy_min"], "y_hi": curve["accuracy_max"]})
-    return Curve("accuracy-vs-uplink", frame, "uplink bits so far, all devices (mean over seeds)",
+    return Curve("accuracy-vs-uplink", frame, "uplink bits so far, all devices (median over seeds)",
                  "test accuracy after the download", xlog=True)

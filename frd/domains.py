@@ -45,6 +45,18 @@ class Metric:
     percent: bool = False
     """A fraction, shown in %."""
     plot: bool = True
+    statistic: str = ""
+    """What the value is over runs (``median``, ``IQM``), named in the table's heading."""
+    interval: str = ""
+    """What ``lo``–``hi`` is (``frd.stats.CI95`` or ``IQR``), named in the heading as ``[…]``."""
+
+    @property
+    def heading(self) -> str:
+        """The label as a printed table and a figure's title show it: % where a percentage, then
+        the statistic and its interval (``mission episodes, median [95% CI]``)."""
+        text = f"{self.label} %" if self.percent and "%" not in self.label else self.label
+        text += f", {self.statistic}" if self.statistic else ""
+        return text + (f" [{self.interval}]" if self.interval and self.lo else "")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from frd.errors import FrdError  # noqa: E402
 from frd.experiment_file import CELLS, RECORD, Experiment, read_file, shown, suggest  # noqa: E402
 from frd.frontier import Frontier, frontier_figure, frontier_table  # noqa: E402
 from frd.results import ResultStore, atomic_write_csv, save_figure  # noqa: E402
-from frd.stats import fmt, improvement_ci  # noqa: E402
+from frd.stats import CI95, bracketed, improvement_ci  # noqa: E402
 
 FIGURES = "figures"
 MARKERS = "osD^vP*X"
@@ -195,28 +195,28 @@ def _metrics(domain: Domain, summary: pd.DataFrame, names: Sequence[str] | None)
         if name not in summary.columns:
             raise FrdError(f"--metric {name}: no such column in summary.csv{suggest(name, summary.columns)}")
         lo, hi = (f"{name}_lo", f"{name}_hi") if f"{name}_lo" in summary.columns else (None, None)
-        metrics.append(known.get(name, Metric(name, name.replace("_", " "), lo, hi, log=name.startswith("bits_"))))
+        # every _lo/_hi pair of a summary is a 95 % bootstrap interval
+        metrics.append(known.get(name, Metric(name, name.replace("_", " "), lo, hi, log=name.startswith("bits_"),
+                                              interval=CI95 if lo else "")))
     return metrics
 
 
 def _format(row: pd.Series, metric: Metric) -> str:
-    def number(name: str | None) -> str:
-        value = row[name] if name else np.nan
-        return fmt(100 * value if metric.percent else value) if pd.notna(value) else "–"
+    """One cell of the printed table: the value and its interval in brackets (``frd.stats.bracketed``)."""
+    def value(name: str | None) -> float:
+        number = float(row[name]) if name and pd.notna(row[name]) else np.nan
+        return 100 * number if metric.percent else number
 
-    text = number(metric.column)
-    if metric.lo and metric.hi and pd.notna(row[metric.lo]) and text != "–":
-        text += f" [{number(metric.lo)}–{number(metric.hi)}]"
-    return text
+    return bracketed(value(metric.column), value(metric.lo), value(metric.hi))
 
 
 def table(summary: pd.DataFrame, axes: Sequence[str], metrics: Sequence[Metric]) -> pd.DataFrame:
-    """The printed table: names and sweep values, then each metric formatted (intervals in brackets)."""
+    """The printed table: names and sweep values, then each metric formatted, headed by what its
+    value and its brackets are (``Metric.heading``: ``median [95% CI]`` or ``median [IQR]``)."""
     names = [c for c in ("experiment", *axes, "method") if c in summary.columns]
     shown_ = summary[list(dict.fromkeys(names))].copy()
     for metric in metrics:
-        label = f"{metric.label} %" if metric.percent and "%" not in metric.label else metric.label
-        shown_[label] = [_format(row, metric) for _, row in summary.iterrows()]
+        shown_[metric.heading] = [_format(row, metric) for _, row in summary.iterrows()]
     return shown_
 
 
@@ -310,7 +310,7 @@ def _against_axis(summary: pd.DataFrame, x_name: str, keys: Sequence[str], metri
             names = [shown(c) for c in categories]
             crowded = sum(map(len, names)) > TICK_CHARS  # names that would run into each other lie slanted
             ax.set_xticks(range(len(categories)), names, rotation=30 if crowded else 0, ha="right" if crowded else "center")
-        ax.set(xlabel=x_name.removeprefix("sweep_"), title=metric.label,
+        ax.set(xlabel=x_name.removeprefix("sweep_"), title=metric.heading,
                ylabel=metric.label + (" (%)" if metric.percent and "%" not in metric.label else ""))
         ax.grid(alpha=0.3)
     if any(label for label, _, _ in series):

@@ -5,8 +5,36 @@ and quartiles [Seo et al. 2022, §4]), a bootstrap interval of the median, and t
 with pandas 3)."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pandas as pd
+
+CI95 = "95% CI"
+"""How a printed table names a 95 % bootstrap interval (of a median, an IQM or a probability)."""
+IQR = "IQR"
+"""How a printed table names the 25–75 % range of the runs (the interquartile range), which is a
+spread, not an interval of the statistic: one notation for each, so that no reader takes one for
+the other [issue 61]."""
+
+
+def bracketed(mid: float, lo: float, hi: float, show: Callable[[float], str] | None = None) -> str:
+    """``mid [lo–hi]`` as every printed table shows a value and its interval or range (``show``:
+    how a number is written, ``fmt`` by default); ``mid`` alone where there is no interval, – for none."""
+    text = show or fmt
+    if not np.isfinite(mid):
+        return "–"
+    return f"{text(mid)} [{text(lo)}–{text(hi)}]" if np.isfinite(lo) and np.isfinite(hi) else text(mid)
+
+
+def nearest_rank_quartiles(values: pd.Series) -> tuple[float, float, float]:
+    """q25, median and q75 as nearest ranks (numpy's ``inverted_cdf``): each one of the values,
+    for counts such as a best round, which a median of two seeds would make 15.5 [our choice]."""
+    v = values.dropna().to_numpy(float)
+    if len(v) == 0:
+        return (float("nan"),) * 3
+    q25, q50, q75 = np.percentile(v, [25, 50, 75], method="inverted_cdf")
+    return float(q25), float(q50), float(q75)
 
 
 def quartiles(values: pd.Series) -> str:

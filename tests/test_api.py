@@ -16,7 +16,7 @@ import frd
 from frd.classification.methods import CLS_METHODS
 from frd.classification.report import cls_summary, cls_table
 from frd.rl.methods import RL_METHODS
-from frd.rl.summary import rl_summary
+from frd.rl.summary import rl_summary, rl_table
 
 RL_COLUMNS = ["method", "agents", "runs", "completed_frac", "all_agents_completed_frac", "mission_episodes_median",
               "mission_episodes_q25", "mission_episodes_q75", "mission_episodes_median_lo", "mission_episodes_median_hi",
@@ -135,7 +135,7 @@ def test_cls_summary_by_hand():
     assert row["accuracy_final_iqm"] == pytest.approx(0.7) and row["runs"] == 2  # 2 values: none is cut
     assert row["accuracy_best_median"] == pytest.approx(0.75) and row["accuracy_best_iqm"] == pytest.approx(0.75)
     assert (row["accuracy_best_median_lo"], row["accuracy_best_median_hi"]) == pytest.approx((0.7, 0.8)), "medians of 2 draws"
-    assert (row["best_round_q25"], row["best_round_median"], row["best_round_q75"]) == (1.25, 1.5, 1.75)
+    assert (row["best_round_q25"], row["best_round_median"], row["best_round_q75"]) == (1, 1, 2), "rounds a seed had"
     assert (row["accuracy_after_local_median_lo"], row["accuracy_after_local_median_hi"]) == pytest.approx((0.5, 0.7))
     assert row["bits_up_per_device_round"] == 320 and row["bits_down_per_device_round"] == 160, "round 0 left out"
     assert row["compute_seconds"] == 2.0 and row["accuracy_global_median"] == pytest.approx(0.7)
@@ -157,10 +157,33 @@ def test_cls_summary_best_round_of_the_global_model_where_devices_keep_none():
     ledger = pd.DataFrame({"run_id": ids[0], "round": [1], "direction": ["up"], "bits": [8]})
     summary = cls_summary(runs, rounds, ledger)
     row = summary.iloc[0]
-    assert cls_table(summary).iloc[0]["best acc % (round)"] == "80 (2)", "medians over seeds, in %"
+    assert cls_table(summary).iloc[0]["best acc %, median (round)"] == "80 (2)", "medians over seeds, in %"
     # bests 0.9 (round 2, tied with 3), 0.8 (round 1), 0.7 (round 4)
     assert (row["accuracy_best_q25"], row["accuracy_best_median"], row["accuracy_best_q75"]) == pytest.approx((0.75, 0.8, 0.85))
     assert row["accuracy_best_iqm"] == pytest.approx(0.8), "3 values: ⌊3/4⌋ = 0 cut from each end"
-    assert (row["best_round_q25"], row["best_round_median"], row["best_round_q75"]) == (1.5, 2.0, 3.0)
+    assert (row["best_round_q25"], row["best_round_median"], row["best_round_q75"]) == (1, 2, 4)  # nearest ranks of 1, 2, 4
     assert np.isnan(row["accuracy_final_median"]) and row["accuracy_global_median"] == pytest.approx(0.6)
     assert np.isnan(row["accuracy_after_local_median"]) and np.isnan(row["accuracy_after_local_median_lo"])
+
+
+def test_printed_tables_name_what_their_brackets_hold():
+    """The 25–75 % range of the runs is [IQR], an interval of a statistic [95% CI]: the same
+    ``330 [311–350]`` meant either before, by table."""
+    runs = pd.DataFrame({"method": "frd", "n_agents": 2, "completed": True, "mission_episodes": [10, 20, 30, 40],
+                         "all_agents_episodes": np.nan, "median_agent_episodes": np.nan, "mission_env_steps": 1,
+                         "rounds": 1, "bits_up": 8, "bits_down": 8, "compute_s": 1.0, "comm_s": 0.0})
+    summary = rl_summary(runs)
+    row = rl_table(summary).iloc[0]
+    assert row["mission episodes, median [IQR]"] == "25 [17.5–32.5]"  # numpy's quartiles of 10, 20, 30, 40
+    lo, hi = summary.iloc[0][["mission_episodes_median_lo", "mission_episodes_median_hi"]]
+    assert row["mission episodes, median [95% CI]"] == f"25 [{lo:.3g}–{hi:.3g}]" and (lo, hi) != (17.5, 32.5)
+    assert row["mission episodes, IQM [95% CI]"].startswith("25 [")
+    assert "mission episodes" not in rl_table(summary).columns, "no bracket left unnamed"
+    cls = pd.DataFrame({"method": ["fl"], "dataset": "digits", "partition": "iid", "runs": 3, "parameters": 1,
+                        "iterations": 1, "accuracy_final_median": 0.5, "accuracy_final_q25": 0.25,
+                        "accuracy_final_q75": 0.75, "accuracy_best_median": 0.9, "best_round_median": 3.0,
+                        "accuracy_after_local_median": np.nan, "accuracy_global_median": np.nan,
+                        "bits_up_per_device_round": 1, "bits_down_per_device_round": 1, "bits_up_total": 1,
+                        "bits_down_total": 1, "compute_seconds": 1, "comm_seconds": 0})
+    shown = cls_table(cls).iloc[0]
+    assert shown["device acc %, median [IQR]"] == "50 [25–75]" and shown["best acc %, median (round)"] == "90 (3)"

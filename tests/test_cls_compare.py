@@ -8,7 +8,7 @@ import pytest
 
 import frd
 from frd.classification import runs as runs_module
-from frd.classification.report import accuracy_bits_figure, accuracy_vs_bits
+from frd.classification.report import accuracy_bits_figure, accuracy_vs_bits, cls_summary
 from frd.cli import main
 from frd.domains import get_domain
 from frd.report import report
@@ -133,7 +133,7 @@ def test_accuracy_against_bits_by_hand_and_as_drawn():
         "round": [1, 2, 1, 2], "runs": [2, 2, 1, 1],
         "bits_up_cumulative": [205.0, 405.0, 30.0, 30.0],  # fl: (200 + 210) / 2, (400 + 410) / 2; setup included
         "bits_down_cumulative": [25.0, 25.0, 0.0, 40.0],
-        "accuracy_mean": [0.4, 0.8, 0.6, 0.65], "accuracy_min": [0.3, 0.7, 0.6, 0.65],
+        "accuracy_median": [0.4, 0.8, 0.6, 0.65], "accuracy_min": [0.3, 0.7, 0.6, 0.65],
         "accuracy_max": [0.5, 0.9, 0.6, 0.65]})
     pd.testing.assert_frame_equal(curves, expected)
     ax = accuracy_bits_figure(curves, "digits (iid)").axes[0]
@@ -141,7 +141,24 @@ def test_accuracy_against_bits_by_hand_and_as_drawn():
         "fl", "feddualmatch (global model)"]
     for line, (_, curve) in zip(ax.get_lines(), curves.groupby("method", sort=False)):
         assert np.array_equal(line.get_xdata(), curve["bits_up_cumulative"])
-        assert np.array_equal(line.get_ydata(), curve["accuracy_mean"])
+        assert np.array_equal(line.get_ydata(), curve["accuracy_median"])
     band, = ax.collections  # fl's two seeds; feddualmatch's one seed has none
     assert np.allclose(band.get_paths()[0].vertices[:, 1].min(), 0.3)
-    assert "mean of 2 seed(s), band: lowest–highest seed" in ax.get_title()
+    assert "median of 2 seed(s), band: lowest–highest seed" in ax.get_title()
+
+
+def test_accuracy_against_bits_shows_medians_as_the_summary_does():
+    """Three seeds whose mean (0.4) is not their median (0.2): the curve's last point is the
+    summary's final accuracy, and its title says median."""
+    ids = [f"fl-seed{s}" for s in range(3)]
+    runs = pd.DataFrame({"run_id": ids, "method": "fl", "dataset": "digits", "partition": "iid", "parameters": 1,
+                         "iterations": 1, "rounds": 1, "accuracy": [0.1, 0.2, 0.9], "local_accuracy": np.nan,
+                         "global_accuracy": np.nan, "bits_up": [10, 20, 90], "bits_down": 0, "compute_s": 1.0,
+                         "comm_s": 0.0})
+    rounds = pd.DataFrame({"run_id": ids, "round": 1, "phase": "exchanged", "device": 0, "accuracy": [0.1, 0.2, 0.9]})
+    ledger = pd.DataFrame({"run_id": ids, "round": 1, "direction": "up", "bits": [10, 20, 90]})
+    curve = accuracy_vs_bits(runs, rounds, ledger).iloc[-1]
+    assert (curve["accuracy_median"], curve["bits_up_cumulative"]) == (0.2, 20)
+    assert curve["accuracy_median"] == cls_summary(runs, rounds, ledger).iloc[0]["accuracy_final_median"]
+    ax = accuracy_bits_figure(accuracy_vs_bits(runs, rounds, ledger), "digits").axes[0]
+    assert "median of 3 seed(s)" in ax.get_title()

@@ -3,7 +3,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from frd.stats import improvement_ci, iqm, iqm_ci, paired_mean_ci, probability_of_improvement, stratified_bootstrap
+from frd.stats import (
+    bracketed,
+    improvement_ci,
+    iqm,
+    iqm_ci,
+    nearest_rank_quartiles,
+    paired_mean_ci,
+    probability_of_improvement,
+    stratified_bootstrap,
+)
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -47,3 +56,15 @@ def test_paired_mean_change_and_its_t_interval_by_hand():
     assert paired_mean_ci([1.0, 2.0], [1.0, 2.0]) == (0.0, 0.0, 0.0)  # the same runs: no change, no spread
     mean, lo, hi = paired_mean_ci([3.0], [4.5])
     assert mean == 1.5 and np.isnan(lo) and np.isnan(hi)
+
+
+def test_nearest_rank_quartiles_are_values_that_occurred():
+    assert nearest_rank_quartiles(pd.Series([15.0, 16.0])) == (15, 15, 16)  # a median of two is not 15.5
+    assert nearest_rank_quartiles(pd.Series([4.0, 1.0, 2.0, np.nan])) == (1, 2, 4)
+    assert all(np.isnan(nearest_rank_quartiles(pd.Series([np.nan]))))
+
+
+def test_bracketed_writes_a_value_its_interval_or_neither():
+    assert bracketed(25.0, 17.5, 32.5) == "25 [17.5–32.5]"
+    assert bracketed(0.5, np.nan, np.nan) == "0.5" and bracketed(np.nan, 1, 2) == "–"
+    assert bracketed(1.0, 0.25, 1.0, lambda x: format(x, ".2f")) == "1.00 [0.25–1.00]"

@@ -581,8 +581,8 @@ def test_a_classification_file_sweeps_methods_and_draws_accuracy_against_uplink(
         f"{name}.{form}" for name in ("method", "iterations", "accuracy-vs-uplink", "frontier_final", "frontier_best")
         for form in ("png", "pdf")}
     printed = capsys.readouterr().out
-    assert "device acc % [q25–q75]" in printed and "bits up/device/round" in printed
-    assert "best acc % [q25–q75]" in printed and "best round" in printed
+    assert "device acc %, median [IQR]" in printed and "bits up/device/round" in printed
+    assert "best acc %, median [IQR]" in printed and "best round, median" in printed
 
 
 def test_accuracy_against_uplink_ends_at_the_runs_uplink(tmp_path):

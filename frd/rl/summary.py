@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from frd.stats import fmt, improvement_ci, iqm_ci, median_ci
+from frd.stats import CI95, IQR, bracketed, fmt, improvement_ci, iqm_ci, median_ci
 
 BASELINE = "independent"
 """The method every other one is compared with (probability of improvement)."""
@@ -78,13 +78,12 @@ def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def rl_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """``rl_summary``'s rows as text for people: quartiles and intervals in brackets, – for none."""
+    """``rl_summary``'s rows as text for people, – for none: each label names its statistic and
+    what its brackets hold, the 25–75 % range of the runs (``[IQR]``) or a 95 % interval
+    (``[95% CI]``), as ``frd report``'s tables name them."""
     def interval(row: pd.Series, name: str, digits: str = "") -> str:
-        mid, lo, hi = row[name], row[f"{name}_lo"], row[f"{name}_hi"]
-        show = (lambda x: format(x, digits)) if digits else fmt
-        if not np.isfinite(mid):
-            return "–"
-        return f"{show(mid)} [{show(lo)}–{show(hi)}]" if np.isfinite(lo) else show(mid)
+        show = (lambda x: format(x, digits)) if digits else None
+        return bracketed(row[name], row[f"{name}_lo"], row[f"{name}_hi"], show)
 
     rows = []
     for _, row in summary.iterrows():
@@ -92,10 +91,11 @@ def rl_table(summary: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             "method": row["method"], "agents": row["agents"], "runs": row["runs"],
             "completed": f"{row['completed_frac']:.0%}",
-            "mission episodes": f"{fmt(row[episodes + 'median'])} [{fmt(row[episodes + 'q25'])}–{fmt(row[episodes + 'q75'])}]",
-            "episodes 95% CI": f"{fmt(row[episodes + 'median_lo'])}–{fmt(row[episodes + 'median_hi'])}",
-            "episodes IQM [95% CI]": interval(row, episodes + "iqm"),
-            f"P(fewer episodes than {BASELINE}) [95% CI]": interval(row, "p_improvement", ".2f"),
+            f"mission episodes, median [{IQR}]": bracketed(row[episodes + "median"], row[episodes + "q25"],
+                                                           row[episodes + "q75"]),
+            f"mission episodes, median [{CI95}]": interval(row, episodes + "median"),
+            f"mission episodes, IQM [{CI95}]": interval(row, episodes + "iqm"),
+            f"P(fewer episodes than {BASELINE}) [{CI95}]": interval(row, "p_improvement", digits=".2f"),
             **{name.replace("_", " "): fmt(row[name]) for name in MEDIANS if name != "rounds"},
             "seconds": fmt(row["seconds"]), "comm seconds": fmt(row["comm_seconds"]), "rounds": fmt(row["rounds"]),
             "bits up/agent/round": fmt(row["bits_up_per_agent_round"]),

@@ -14,12 +14,13 @@ from frd.rl import cli
 from frd.rl.config import RLConfig
 from frd.rl.experiment import report
 from frd.rl.summary import BASELINE
+from frd.stats import CI95
 
 HEADLINE = (
     Metric("runs", "runs", plot=False),
     Metric("completed_frac", "completed", percent=True),
-    Metric("mission_episodes_median", "mission episodes [95% CI]", lo="mission_episodes_median_lo",
-           hi="mission_episodes_median_hi"),
+    Metric("mission_episodes_median", "mission episodes", lo="mission_episodes_median_lo",
+           hi="mission_episodes_median_hi", statistic="median", interval=CI95),
     Metric("bits_up_per_agent_round", "bits up/agent/round", log=True),
     Metric("bits_up_total", "bits up until the mission", log=True),
 )
