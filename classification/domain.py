@@ -17,6 +17,7 @@ from frd.classification.methods import CLS_METHODS, COMMON_FIELDS, cls_config
 from frd.classification.remote import participant_reply, resolved
 from frd.classification.runner import build_run
 from frd.classification.runs import ClsRuns
+from frd.classification.series import tensorboard_series
 from frd.classification.sweep import FRONTIERS, HEADLINE, accuracy_against_uplink, summary
 from frd.domains import Curve, Domain
 from frd.errors import FrdError
@@ -43,6 +44,7 @@ class ClsDomain(ClsRuns):
     headline = HEADLINE
     comparison = None  # no method is every other's baseline
     frontiers = FRONTIERS
+    series = staticmethod(tensorboard_series)
 
     def register(self, subparsers: argparse._SubParsersAction) -> None:
         cli.register(subparsers)

@@ -13,6 +13,7 @@ from frd.classification.config import ClsConfig, as_configs, experiment_record, 
 from frd.classification.data import load_dataset
 from frd.classification.runner import build_run
 from frd.classification.runs import RUNS
+from frd.classification.series import tensorboard_series
 from frd.results import ResultStore, run_id
 from frd.tensorboard import live_logger
 
@@ -29,7 +30,7 @@ def run_experiment(configs: ClsConfig | Sequence[ClsConfig], out_dir: str | Path
     """
     configs = as_configs(configs)
     key = shared_key(configs)
-    log = live_logger(tensorboard)
+    log = live_logger(tensorboard, tensorboard_series)
     first = configs[0]
     data = load_dataset(first.dataset, first.data_dir, download=first.download,
                         test_fraction=first.test_fraction, split_seed=first.split_seed)

@@ -141,6 +141,10 @@ class Domain(Runs, Protocol):
     def curves(self, config: Any, store: ResultStore) -> list[Curve]:
         """Figures across the cells of a sweep, one ``Curve`` each (its rows for this cell)."""
 
+    def series(self, tables: Mapping[str, pd.DataFrame], common: Mapping[str, Any]) -> list[tuple[str, pd.Series]]:
+        """A run's own TensorBoard series, (tag, values by step), from its tables and its config's
+        common settings (``frd.tensorboard`` adds the ledger's bits): the core reads no domain's schema."""
+
     def participant_reply(self, config: Any, participant: int, request: Request, kept: Any) -> tuple[Reply, Any]:
         """``participant``'s answer to ``request`` and what it keeps for the next one (``kept``:
         what the previous call returned, None at first; bytes or a list of bytes)."""

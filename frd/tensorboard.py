@@ -20,12 +20,15 @@ from frd.errors import FrdError
 from frd.results import RUNS_TABLE, ResultStore
 
 TABLES = (RUNS_TABLE, "episodes", "rounds", "ledger")
-"""The tables read: RL has all four, classification has no ``episodes``."""
+"""The tables a run may have; its domain's series read what they need of them."""
 SUMMARY_METRICS = ("mission_episodes", "accuracy", "bits_up", "bits_down")
 """``runs.csv`` columns logged once per run as ``run/<column>`` (those the run's domain has): the
 metrics of TensorBoard's hparams table [our choice]."""
 
 LiveLog = Callable[[ResultStore, Mapping[str, pd.DataFrame]], None]
+Series = Callable[[Mapping[str, pd.DataFrame], Mapping[str, Any]], list[tuple[str, pd.Series]]]
+"""A domain's own series of one run (``Domain.series``): (tag, values by step) from its tables and
+its config's common settings; the core adds the ledger's bits."""
 
 
 def require_tensorboard() -> None:
@@ -34,15 +37,16 @@ def require_tensorboard() -> None:
         raise FrdError("TensorBoard logging needs the tensorboard package: install frd[tensorboard]")
 
 
-def live_logger(logdir: str | Path | None) -> LiveLog:
-    """What an experiment driver calls after ``store.save_run(tables)``: writes that run's events
-    into ``logdir`` (nothing when it is None)."""
+def live_logger(logdir: str | Path | None, series: Series) -> LiveLog:
+    """What an experiment driver calls after ``store.save_run(tables)``: writes that run's events,
+    with its domain's ``series``, into ``logdir`` (nothing when it is None)."""
     if logdir is None:
         return lambda store, tables: None
     require_tensorboard()
 
     def log(store: ResultStore, tables: Mapping[str, pd.DataFrame]) -> None:
-        log_run(Path(logdir), _resume_key(store.out), {name: _as_saved(tables[name]) for name in TABLES if name in tables})
+        log_run(Path(logdir), _resume_key(store.out),
+                {name: _as_saved(tables[name]) for name in TABLES if name in tables}, series)
     return log
 
 
@@ -71,7 +75,8 @@ def export(results: str | Path, logdir: str | Path | None = None) -> tuple[Path,
     """Every finished run of ``results`` into ``logdir`` (default ``results/tensorboard``); returns
     the logdir and the number of runs. Of an experiment record, each cell's runs into
     ``logdir/<cell id>``, as a sweep logs them live (every cell read before any is written)."""
-    from frd.report import recorded_cells  # here: an experiment driver imports this module
+    from frd.domains import get_domain
+    from frd.report import cells_of, recorded_cells  # here: an experiment driver imports this module
 
     results = Path(results)
     require_tensorboard()
@@ -79,12 +84,14 @@ def export(results: str | Path, logdir: str | Path | None = None) -> tuple[Path,
     cells = recorded_cells(results)
     if cells == []:
         raise FrdError(f"{results} holds no finished runs yet")
-    found = [(out, _finished(results))] if cells is None else [(out / c.folder.name, _finished(c.folder)) for c in cells]
+    found = ([(out, cell, _finished(cell.folder)) for cell in cells_of(results)] if cells is None
+             else [(out / cell.folder.name, cell, _finished(cell.folder)) for cell in cells])
     count = 0
-    for where, (key, tables) in found:
+    for where, cell, (key, tables) in found:
+        series = get_domain(cell.domain).series
         for rid in tables[RUNS_TABLE]["run_id"]:
             log_run(where, key, {name: frame[frame["run_id"] == rid].reset_index(drop=True)
-                                 for name, frame in tables.items()})
+                                 for name, frame in tables.items()}, series)
             count += 1
     return out, count
 
@@ -93,9 +100,9 @@ def run_folder(logdir: Path, method: str, seed: int) -> Path:
     return logdir / method / f"seed{seed}"
 
 
-def log_run(logdir: Path, key: Mapping[str, Any], tables: Mapping[str, pd.DataFrame]) -> Path:
+def log_run(logdir: Path, key: Mapping[str, Any], tables: Mapping[str, pd.DataFrame], series: Series) -> Path:
     """One run's events, replacing any written before: its config as text and hparams, per-run
-    metrics, and every per-episode and per-round series its tables hold. Returns its folder."""
+    metrics, its domain's ``series`` and the ledger's bits by round. Returns its folder."""
     from torch.utils.tensorboard import SummaryWriter
     from torch.utils.tensorboard.summary import hparams
 
@@ -112,8 +119,8 @@ def log_run(logdir: Path, key: Mapping[str, Any], tables: Mapping[str, pd.DataFr
             writer._get_file_writer().add_summary(summary)
         for tag, value in metrics.items():
             writer.add_scalar(tag, value, 0)
-        for tag, series in _series(tables, key["common"]):
-            for step, value in series.items():
+        for tag, values in [*series(tables, key["common"]), *_bits(tables)]:
+            for step, value in values.items():
                 writer.add_scalar(tag, float(value), int(step))
     return folder
 
@@ -129,36 +136,14 @@ def _flat(config: Mapping[str, Any]) -> dict[str, int | float | str | bool]:
     return flat
 
 
-def _series(tables: Mapping[str, pd.DataFrame], common: Mapping[str, Any]) -> list[tuple[str, pd.Series]]:
-    """(tag, values indexed by step) of one run, from the tables it has; ``common``: its config."""
-    series: list[tuple[str, pd.Series]] = []
-    episodes = tables.get("episodes", pd.DataFrame())
-    for agent, rows in (episodes.groupby("agent") if not episodes.empty else []):
-        scores = rows.sort_values("episode").set_index("episode")["score"]
-        average = _mission_average(scores, int(common["window"]))
-        series += [(f"score/agent{agent}", scores), (f"mission_average/agent{agent}", average)]
-    rounds = tables.get("rounds", pd.DataFrame())
-    if "phase" in rounds:  # classification: per evaluated model, after local training and after the exchange
-        for (phase, device), rows in rounds.groupby(["phase", "device"]):
-            name = "global" if device < 0 else f"device{device}"
-            series.append((f"accuracy/{phase}/{name}", rows.set_index("round")["accuracy"]))
-    elif not rounds.empty:  # RL distillation (PD, FRD): cross-entropy to the teacher per distilling agent
-        for agent, rows in rounds.groupby("agent"):
-            series += [(f"distill/{col}/agent{agent}", rows.set_index("round")[col]) for col in ("loss_before", "loss_after")]
+def _bits(tables: Mapping[str, pd.DataFrame]) -> list[tuple[str, pd.Series]]:
+    """All participants' bits by round and direction, every transfer counted, delivered or not (as
+    in the runs' totals)."""
     ledger = tables.get("ledger", pd.DataFrame())
-    if not ledger.empty:  # every transfer counts, delivered or not (as in the runs' totals)
-        bits = ledger.pivot_table(index="round", columns="direction", values="bits", aggfunc="sum", fill_value=0)
-        series += [(f"bits/{d}", bits[d] if d in bits else pd.Series(0, bits.index)) for d in ("up", "down")]
-    return series
-
-
-def _mission_average(scores: pd.Series, window: int) -> pd.Series:
-    """After each episode, the mean of the latest ``window`` scores (fewer before the window fills),
-    as the mission rule reads it (``frd.rl.episode_end.recent_mean``: the same sum in the same
-    order, so the same floats; written here so that the core imports no domain)."""
-    values = [float(score) for score in scores]
-    latest = [values[max(0, i + 1 - window):i + 1] for i in range(len(values))]
-    return pd.Series([sum(last) / len(last) for last in latest], scores.index)
+    if ledger.empty:
+        return []
+    bits = ledger.pivot_table(index="round", columns="direction", values="bits", aggfunc="sum", fill_value=0)
+    return [(f"bits/{d}", bits[d] if d in bits else pd.Series(0, bits.index)) for d in ("up", "down")]
 
 
 def add_tensorboard_flag(p: argparse.ArgumentParser) -> None:

@@ -36,3 +36,23 @@ def test_a_config_built_in_code_takes_the_envs_mission_unless_given_one():
     assert rl_config("independent").target == 490.0
     assert rl_config("pd", env_id="Acrobot-v1").target == -100.0
     assert rl_config("pd", env_id="Acrobot-v1", target=-50.0).target == -50.0
+
+
+def test_the_rules_average_is_one_function_for_the_rule_the_tables_and_the_figures():
+    """``window_means`` (TensorBoard's mission average, the learning curves) is ``window_mean``,
+    the rule's: by hand, and against the rule's own ring after each episode of a lane."""
+    import numpy as np
+
+    from frd.rl import episode_end
+    from frd.rl.config import rl_config
+
+    assert episode_end.window_means(np.array([1.0, 2.0, 3.0, 4.0]), 2).tolist() == [1.0, 1.5, 2.5, 3.5]
+    config = rl_config("independent", agents=1, window=3, target=1e9, max_episodes=100)
+    standing = episode_end.standing(np.array([False]), 1, config.window, config.period)
+    mission = episode_end.mission(config, 1)
+    scores = np.array([0.1, 0.7, 0.2, 0.9, 0.3, 0.3000001])
+    rule = []
+    for score in scores:
+        episode_end.end_episode(0, score, mission, standing)
+        rule.append(episode_end.recent_mean(standing, 0))
+    assert episode_end.window_means(scores, 3).tolist() == rule

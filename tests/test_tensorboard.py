@@ -117,7 +117,7 @@ def test_a_second_export_replaces_the_events(cls):
 def test_without_the_extra_both_ways_in_stop_before_writing(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "tensorboard", None)  # find_spec then reports it missing
     with pytest.raises(FrdError, match=r"install frd\[tensorboard\]"):
-        live_logger(tmp_path / "tb")
+        live_logger(tmp_path / "tb", lambda tables, common: [])
     with pytest.raises(FrdError, match=r"install frd\[tensorboard\]"):
         export(tmp_path)
     out = tmp_path / "out"
@@ -129,5 +129,5 @@ def test_without_the_extra_both_ways_in_stop_before_writing(tmp_path, monkeypatc
 
 def test_exporting_a_folder_that_is_not_a_results_folder_is_one_line(tmp_path, capsys):
     assert main(["export", "tensorboard", str(tmp_path)]) == 2
-    assert "has no config.json: not an frd results folder" in capsys.readouterr().err
+    assert "holds neither an experiment (experiment.toml) nor results (config.json)" in capsys.readouterr().err
     assert not (tmp_path / "tensorboard").exists()

@@ -20,6 +20,7 @@ from frd.rl.experiment import report, run_experiment
 from frd.rl.methods import RL_METHODS, get_method
 from frd.rl.remote import agent_reply, check_remote
 from frd.rl.runs import RLRuns
+from frd.rl.series import tensorboard_series
 from frd.rl.sweep import COMPARISON, FRONTIERS, HEADLINE, experiment_config, summary
 from frd.saved import EvalRequest, SavedModels
 
@@ -37,6 +38,7 @@ class RLDomain(RLRuns):
     headline = HEADLINE
     comparison = COMPARISON
     frontiers = FRONTIERS
+    series = staticmethod(tensorboard_series)
 
     def register(self, subparsers: argparse._SubParsersAction) -> None:
         cli.register(subparsers)

@@ -90,14 +90,33 @@ def participating(standing: Standing, lanes: np.ndarray) -> np.ndarray:
 
 
 def recent_mean(standing: Standing, lane: int) -> float:
-    """The mean of ``lane``'s latest scores, summed oldest first (−inf before its first episode)."""
-    W, n = standing.recent.shape[1], int(standing.recent_n[lane])
-    if n == 0:
-        return float("-inf")
+    """The mean of ``lane``'s latest scores (−inf before its first episode)."""
+    n = int(standing.recent_n[lane])
+    return float("-inf") if n == 0 else float(window_mean(standing.recent, lane, n))
+
+
+@compiled(error_model="numpy")
+def window_mean(recent, lane, n):
+    """The mission rule's average, in one place: the mean of ``lane``'s latest min(n, W) scores in
+    its ring ``recent[lane]`` (W wide, ``n`` scores so far), summed oldest first."""
+    W = recent.shape[1]
+    k = min(n, W)
     total = 0.0
-    for k in range(n - min(n, W), n):
-        total += float(standing.recent[lane, k % W])
-    return total / min(n, W)
+    for j in range(n - k, n):
+        total += recent[lane, j % W]
+    return total / k
+
+
+@compiled(error_model="numpy")
+def window_means(scores, W):
+    """After each of an agent's ``scores`` (in episode order), the mission rule's average (of fewer
+    before the window fills): the same floats the rule read (``window_mean``)."""
+    ring = np.zeros((1, W))
+    out = np.empty(len(scores))
+    for i in range(len(scores)):
+        ring[0, i % W] = scores[i]
+        out[i] = window_mean(ring, 0, i + 1)
+    return out
 
 
 @compiled(error_model="numpy")
@@ -115,11 +134,7 @@ def end_episode(lane, score, mission, standing):
     recent[lane, recent_n[lane] % W] = score
     recent_n[lane] += 1
     if recent_n[lane] >= W:
-        total = 0.0  # oldest first
-        start = recent_n[lane] % W
-        for k in range(W):
-            total += recent[lane, (start + k) % W]
-        if total / W >= target:
+        if window_mean(recent, lane, recent_n[lane]) >= target:
             if until_first:
                 _end_run(run, A, active, waiting, finished)
                 return COMPLETED + ENDS_RUN

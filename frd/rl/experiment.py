@@ -14,6 +14,7 @@ from frd.rl.config import RLConfig
 from frd.rl.plots import plot_mission, plot_payload
 from frd.rl.runner import simulate
 from frd.rl.runs import RUNS
+from frd.rl.series import tensorboard_series
 from frd.rl.summary import rl_summary
 from frd.tensorboard import live_logger
 
@@ -36,7 +37,7 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
     there (``frd.tensorboard``).
     """
     config.validate()  # before anything is written
-    log = live_logger(tensorboard)
+    log = live_logger(tensorboard, tensorboard_series)
     reference = None
     if single_agent_reference:
         alone = replace(config, agents=1, methods=("independent",), options={})

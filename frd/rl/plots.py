@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from frd.results import save_figure  # noqa: E402
+from frd.rl.episode_end import window_means  # noqa: E402
 from frd.rl.summary import agent_rounds  # noqa: E402
 from frd.stats import fmt  # noqa: E402
 
@@ -25,11 +26,16 @@ def _learning_curves(episodes: pd.DataFrame, window: int) -> dict[str, np.ndarra
         series = []
         for _, run in g.groupby("run_id"):
             table = run.pivot(index="episode", columns="agent", values="score").sort_index()
-            means = table.apply(lambda scores: scores.dropna().rolling(window, min_periods=1).mean())
+            means = table.apply(lambda scores: _mission_averages(scores.dropna(), window))
             series.append(means.ffill().max(axis=1).to_numpy())
         length = max(len(s) for s in series)
         curves[method] = np.stack([np.pad(s, (0, length - len(s)), mode="edge") for s in series])
     return curves
+
+
+def _mission_averages(scores: pd.Series, window: int) -> pd.Series:
+    """The mission rule's average after each of an agent's episodes (``episode_end.window_means``)."""
+    return pd.Series(window_means(scores.to_numpy(np.float64), window), scores.index)
 
 
 def method_order(runs: pd.DataFrame) -> list[str]:
