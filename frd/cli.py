@@ -8,7 +8,7 @@ import signal
 import sys
 from typing import Any, Callable, NoReturn, Sequence
 
-from frd import report, sweep
+from frd import plugins, report, sweep
 from frd.domains import domains
 from frd.errors import FrdError
 from frd.experiment_file import unknown_flag
@@ -66,6 +66,7 @@ def build_parser() -> _Parser:
         if domain.name in sub.choices:
             parser.experiments.add(domain.name)
             sweep.add_sweep_flag(sub.choices[domain.name])
+    plugins.check()  # the domains loaded their plug-in methods
     parser.run_command = sweep.register(sub)
     report.register(sub)
     flower_cli.register(sub)

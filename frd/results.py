@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import pandas as pd
 
 from frd.errors import FrdError
+from frd.plugins import source_roots
 
 RUNS_TABLE = "runs"
 PROVENANCE_TABLE = "provenance"
@@ -97,8 +98,22 @@ def machine_provenance() -> pd.DataFrame:
     from llvmlite import binding  # numba's compiler; imported here, where it is needed
 
     features = hashlib.sha256(binding.get_host_cpu_features().flatten().encode()).hexdigest()[:12]
-    return pd.DataFrame([{**package_versions(), "code": source_hash()[:16], "cpu": binding.get_host_cpu_name(),
+    return pd.DataFrame([{**package_versions(), "code": code_hash(), "cpu": binding.get_host_cpu_name(),
                           "cpu_features": features}])
+
+
+def code_hash() -> str:
+    """The ``code`` of a provenance row: 16 hex digits of frd's ``source_hash``, or, with plug-in
+    methods loaded (``frd.plugins``), of a hash over it and each plug-in's sources."""
+    roots = source_roots()
+    if not roots:
+        return source_hash()[:16]
+    digest = hashlib.sha256(source_hash().encode())
+    for name, root in roots:
+        files = [root] if root.is_file() else sorted(_python_files(root))
+        for path in files:
+            digest.update(f"{name}/{path.relative_to(root.parent)}".encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def atomic_write_all(writes: Mapping[Path, Callable[[Path], object]]) -> None:
@@ -211,6 +226,11 @@ def _jsonable(config: Any) -> Any:
 def run_id(method: str, seed: int) -> str:
     """The id of one run (method, seed) in every table of both domains."""
     return f"{method}-seed{seed}"
+
+
+def method_of(rid: str) -> str:
+    """The method of a run id (``run_id``'s inverse): what a folder's config runs, read without its tables."""
+    return rid.rsplit("-seed", 1)[0]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Classification methods by name. A new method is one module here (its ``Method`` subclass and
-its options dataclass) plus one line below; its options become ``frd cls`` flags by themselves."""
+its options dataclass) plus one line below, or a package's entry point (``frd.plugins``); its
+options become ``frd cls`` flags by themselves."""
 from __future__ import annotations
 
 from dataclasses import fields
@@ -13,6 +14,7 @@ from frd.classification.methods.fl import FedAvg
 from frd.classification.methods.fld import FederatedLearningAfterDistillation, Mix2FLD, MixFLD
 from frd.errors import FrdError
 from frd.options import build_options, document_keywords
+from frd.plugins import CLS_GROUP, plugged_in
 
 CLS_METHODS: dict[str, type[Method]] = {
     "fl": FedAvg,
@@ -24,6 +26,7 @@ CLS_METHODS: dict[str, type[Method]] = {
     "mix2fld": Mix2FLD,
 }
 """``CLS_METHODS[name](ctx)`` builds the method for one run."""
+CLS_METHODS.update(plugged_in(CLS_GROUP, CLS_METHODS))  # methods installed from outside (``frd.plugins``)
 
 COMMON_FIELDS = frozenset(f.name for f in fields(ClsConfig)) - {"options"}
 

@@ -1,8 +1,10 @@
 """RL methods by name. A new method is one module here (its strategy and options) plus one line
-below; its options become CLI flags of ``frd rl`` and ``frd compare`` by themselves."""
+below, or a package's entry point (``frd.plugins``); its options become CLI flags of ``frd rl``
+and ``frd compare`` by themselves."""
 from __future__ import annotations
 
 from frd.errors import FrdError
+from frd.plugins import RL_GROUP, plugged_in
 from frd.rl.methods.base import Independent, RoundContext, RunSetup, Strategy
 from frd.rl.methods.frd import FederatedReinforcementDistillation
 from frd.rl.methods.frl import FederatedRL
@@ -17,6 +19,7 @@ RL_METHODS: dict[str, type[Strategy]] = {
     "mixfrd": MixFRD,
 }
 """``RL_METHODS[name](options, setup)`` builds the strategy of one run."""
+RL_METHODS.update(plugged_in(RL_GROUP, RL_METHODS))  # methods installed from outside (``frd.plugins``)
 
 
 def get_method(name: str) -> type[Strategy]:
