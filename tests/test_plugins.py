@@ -45,28 +45,28 @@ def finished(process: subprocess.Popen) -> tuple[int, str]:
     return process.returncode, stderr
 
 
-def test_installed_methods_run_in_both_domains_with_their_flags_and_code_in_the_provenance(site, tmp_path):
-    both = [start(["rl", "--method", "trimmed-frl", "--trim", "0.25", *RL_TINY, "--out", str(tmp_path / "rl")], site),
-            start(["cls", "--method", "trimmed-fl", "--trim", "0.2", "--dataset", "digits", "--devices", "3",
-                   "--rounds", "1", "--iterations", "2", "--seeds", "1", "--out", str(tmp_path / "cls")], site)]
-    (rl, rl_err), (cls, cls_err) = map(finished, both)
+def test_installed_methods_run_in_both_domains_and_one_named_like_a_built_in_is_refused(site, tmp_path):
+    """Their options are flags and in config.json, their code is in the provenance hash; a plug-in
+    named ``fl`` (a second package, declared by its metadata alone) is one line, exit 2, nothing
+    written. The three commands run at once."""
+    clash = tmp_path / "clash"
+    info = clash / "clash-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: clash\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[frd.cls_methods]\nfl = frd_trimmed.cls:TrimmedFedAvg\n")
+    commands = [start(["rl", "--method", "trimmed-frl", "--trim", "0.25", *RL_TINY, "--out", str(tmp_path / "rl")], site),
+                start(["cls", "--method", "trimmed-fl", "--trim", "0.2", "--dataset", "digits", "--devices", "3",
+                       "--rounds", "1", "--iterations", "2", "--seeds", "1", "--out", str(tmp_path / "cls")], site),
+                start(["cls", "--method", "fl", "--out", str(tmp_path / "clashed")], site, clash)]
+    (rl, rl_err), (cls, cls_err), (refused, said) = map(finished, commands)
     assert rl == 0 and cls == 0, rl_err + cls_err
     for folder, method, trim in (("rl", "trimmed-frl", 0.25), ("cls", "trimmed-fl", 0.2)):
         assert pd.read_csv(tmp_path / folder / "runs.csv")["method"].tolist() == [method]
         assert f'"trim": {trim}' in (tmp_path / folder / "config.json").read_text()
         code = pd.read_csv(tmp_path / folder / "provenance.csv", dtype=str)["code"].iloc[0]
         assert code != results.code_hash()  # this process loaded no plug-in: frd's sources alone
-
-
-def test_a_plug_in_named_like_a_built_in_method_is_one_line_and_nothing_written(site, tmp_path):
-    clash = tmp_path / "clash"
-    info = clash / "clash-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: clash\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[frd.cls_methods]\nfl = frd_trimmed.cls:TrimmedFedAvg\n")
-    code, stderr = finished(start(["cls", "--method", "fl", "--out", str(tmp_path / "out")], site, clash))
-    assert code == 2 and stderr.count("\n") == 1 and not (tmp_path / "out").exists()
-    assert "clash declares a method 'fl' under frd.cls_methods, the name of a built-in method" in stderr
+    assert refused == 2 and said.count("\n") == 1 and not (tmp_path / "clashed").exists()
+    assert "clash declares a method 'fl' under frd.cls_methods, the name of a built-in method" in said
 
 
 def test_the_example_trims_by_hand_and_refuses_a_trim_out_of_range(site, monkeypatch):
