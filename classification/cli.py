@@ -16,6 +16,7 @@ from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS
 from frd.classification.report import cls_table, summarize
 from frd.codecs.link import COMPRESS
+from frd.domains import add_baseline_flag, check_baseline
 from frd.errors import FrdError
 from frd.options import add_option_flags, add_out_flag, field_docs, given_options, parse_bool
 from frd.results import ResultStore
@@ -31,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_experiment_arguments(p)
     add_backend_arguments(p)
     add_tensorboard_flag(p)
+    add_baseline_flag(p)
     p.set_defaults(run=run)
 
 
@@ -109,14 +111,17 @@ def config_from_args(args: argparse.Namespace) -> ClsConfig:
 
 def run(args: argparse.Namespace) -> int:
     configs = configs_from_args(args)
+    if args.baseline is not None:  # before anything runs
+        check_baseline(args.baseline, [config.method for config in configs])
     report(configs, run_experiment(configs, args.out, progress=not args.no_progress, backend=backend_from_args(args),
-                                   tensorboard=args.tensorboard))
+                                   tensorboard=args.tensorboard), args.baseline)
     return 0
 
 
-def report(configs: ClsConfig | Sequence[ClsConfig], store: ResultStore) -> None:
+def report(configs: ClsConfig | Sequence[ClsConfig], store: ResultStore, baseline: str | None = None) -> None:
     """Print the summary of the configs' seeds in ``store``, one column per method
-    (``frd.classification.report.summarize``, which also writes the CSVs and figures)."""
-    print(cls_table(summarize(configs, store)).T.to_string(header=False))
+    (``frd.classification.report.summarize``, which also writes the CSVs and figures), with
+    P(improvement) against ``baseline`` if given."""
+    print(cls_table(summarize(configs, store, baseline)).T.to_string(header=False))
     print(f"tables, summary.csv, accuracy_bits.csv, config and figures (accuracy_bits.png/.pdf, accuracy.png) "
           f"in {store.out}")

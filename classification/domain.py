@@ -18,7 +18,7 @@ from frd.classification.remote import participant_reply, resolved
 from frd.classification.runner import build_run
 from frd.classification.runs import ClsRuns
 from frd.classification.series import tensorboard_series
-from frd.classification.sweep import FRONTIERS, HEADLINE, accuracy_against_uplink, summary
+from frd.classification.sweep import COMPARISON, FRONTIERS, HEADLINE, accuracy_against_uplink, summary
 from frd.domains import Curve, Domain
 from frd.errors import FrdError
 from frd.remote import Reply, Request
@@ -42,7 +42,7 @@ class ClsDomain(ClsRuns):
     name = "cls"
     methods = CLS_METHODS
     headline = HEADLINE
-    comparison = None  # no method is every other's baseline
+    comparison = COMPARISON  # with --baseline only: no method is every other's baseline
     frontiers = FRONTIERS
     series = staticmethod(tensorboard_series)
 

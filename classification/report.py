@@ -11,13 +11,16 @@ from matplotlib.figure import Figure
 
 from frd.classification.config import ClsConfig, as_configs, run_ids
 from frd.classification.methods import CLS_METHODS, GLOBAL
+from frd.domains import check_baseline
 from frd.results import ResultStore, atomic_write_csv, save_figure
-from frd.stats import IQR, bracketed, fmt, iqm_ci, median_ci, nearest_rank_quartiles
+from frd.stats import CI95, IQR, bracketed, fmt, improvement_columns, iqm_ci, median_ci, nearest_rank_quartiles
 
 DIRECTIONS = ("up", "down")
+IMPROVEMENTS = {"accuracy": "p_improvement"}
+"""runs.csv column → the summary column of P(higher than the baseline's) on it: the final accuracy."""
 
 
-def cls_summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame) -> pd.DataFrame:
+def cls_summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
     """One numeric row per (method, dataset, partition), in the order of ``runs``; accuracies are
     fractions in [0, 1], and names follow ``frd.rl.summary.rl_summary`` where the idea is the same.
 
@@ -33,11 +36,15 @@ def cls_summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame) 
     ``accuracy_after_local_median`` with ``_median_lo/_hi`` (the reference device after the last
     round's local training); ``accuracy_global_median`` (the server's model). Each is NaN where the
     method has no such model (FedDualMatch keeps no device model, FD no global one).
+    ``baseline`` (the method given, else empty) and ``p_improvement`` with ``_lo/_hi``: P(a higher
+    final accuracy than a run of the baseline) and its 95 % interval (NaN without a baseline, and in
+    its own row).
     ``bits_up_per_device_round``/``bits_down_per_device_round``: one device's payload per
     training round (the mean over the ledger's transfers of rounds ≥ 1, all seeds);
     ``bits_up_total``/``bits_down_total``: all devices and rounds of a run, setup included
     (median over seeds); ``compute_seconds``/``comm_seconds``: per run, median over seeds."""
     after = rounds[(rounds["phase"] == "exchanged") & (rounds["round"] >= 1)]
+    base = runs[runs["method"] == baseline]
     rows = []
     for (method, dataset, partition), group in runs.groupby(["method", "dataset", "partition"], sort=False):
         sent = ledger[ledger["run_id"].isin(group["run_id"]) & (ledger["round"] >= 1)]
@@ -55,6 +62,9 @@ def cls_summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame) 
             "accuracy_after_local_median": after_local.median(),
             **dict(zip(("accuracy_after_local_median_lo", "accuracy_after_local_median_hi"), median_ci(after_local))),
             "accuracy_global_median": group["global_accuracy"].median(),
+            "baseline": np.nan if baseline is None else baseline,
+            **improvement_columns(group, base if method != baseline else base.iloc[:0], IMPROVEMENTS,
+                                  lower_is_better=False),
             **{f"bits_{d}_per_device_round": float(per_round.get(d, 0)) for d in DIRECTIONS},
             **{f"bits_{d}_total": group[f"bits_{d}"].median() for d in DIRECTIONS},
             "compute_seconds": group["compute_s"].median(), "comm_seconds": group["comm_s"].median(),
@@ -122,6 +132,9 @@ def cls_table(summary: pd.DataFrame) -> pd.DataFrame:
                                        if np.isfinite(row["accuracy_best_median"]) else "–"),
         "device acc after local %": percent(row["accuracy_after_local_median"]),
         "global acc %": percent(row["accuracy_global_median"]),
+        **({f"P(higher final acc than {row['baseline']}) [{CI95}]":
+            bracketed(row["p_improvement"], row["p_improvement_lo"], row["p_improvement_hi"], lambda x: f"{x:.2f}")}
+           if isinstance(row.get("baseline"), str) else {}),
         "up bits/dev/round": fmt(row["bits_up_per_device_round"]),
         "down bits/dev/round": fmt(row["bits_down_per_device_round"]),
         "total up bits": fmt(row["bits_up_total"]), "total down bits": fmt(row["bits_down_total"]),
@@ -129,17 +142,19 @@ def cls_table(summary: pd.DataFrame) -> pd.DataFrame:
     } for _, row in summary.iterrows()])
 
 
-def summarize(configs: ClsConfig | Sequence[ClsConfig], store: ResultStore) -> pd.DataFrame:
+def summarize(configs: ClsConfig | Sequence[ClsConfig], store: ResultStore, baseline: str | None = None) -> pd.DataFrame:
     """The numeric summary of the configs' seeds in ``store``, one row per method in their order
-    (also written as ``summary.csv``), their accuracy against uplink bits (``accuracy_bits.csv``,
-    ``.png`` and ``.pdf``) and against local iterations (``accuracy.png``); the folder may hold
-    other runs."""
+    (also written as ``summary.csv``; P(improvement) against ``baseline``, one of their methods, if
+    given), their accuracy against uplink bits (``accuracy_bits.csv``, ``.png`` and ``.pdf``) and
+    against local iterations (``accuracy.png``); the folder may hold other runs."""
     configs = as_configs(configs)
+    if baseline is not None:
+        check_baseline(baseline, [config.method for config in configs])
     order = {config.method: i for i, config in enumerate(configs)}
     ids = run_ids(configs)
     runs, rounds, ledger = (frame[frame["run_id"].isin(ids)] for frame in map(store.read, ("runs", "rounds", "ledger")))
     runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
-    summary, curves = cls_summary(runs, rounds, ledger), accuracy_vs_bits(runs, rounds, ledger)
+    summary, curves = cls_summary(runs, rounds, ledger, baseline), accuracy_vs_bits(runs, rounds, ledger)
     atomic_write_csv(summary, store.path("summary"))
     atomic_write_csv(curves, store.path("accuracy_bits"))
     where = f"{configs[0].dataset} ({configs[0].partition})"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from frd.classification.config import ClsConfig, run_ids
-from frd.classification.report import accuracy_vs_bits, summarize
-from frd.domains import Curve, Metric
+from frd.classification.report import IMPROVEMENTS, accuracy_vs_bits, summarize
+from frd.domains import Comparison, Curve, Metric
 from frd.frontier import Frontier
 from frd.results import ResultStore
 from frd.stats import IQR
@@ -28,6 +28,11 @@ FRONTIERS = tuple(Frontier(f"frontier_{which}", f"accuracy_{which}_iqm", f"{whic
                           "uplink bits of a run, all devices", higher_is_better=True, percent=True)
                   for which in ("final", "best"))
 """``frd report``'s frontiers (``frd.frontier``): final and best accuracy against a run's uplink."""
+
+
+COMPARISON = Comparison(None, IMPROVEMENTS, lower_is_better=False, labels={"accuracy": "higher final acc"})
+"""With ``--baseline`` only (no method is every other's baseline): P(a higher final accuracy on
+the reference device than the baseline's run)."""
 
 
 def summary(config: ClsConfig | tuple[ClsConfig, ...], store: ResultStore) -> pd.DataFrame:

@@ -9,15 +9,16 @@ A domain is loaded when it is first asked for: a Flower node imports only its ru
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
 
 import pandas as pd
 
 from frd.backends import Executor, Runs
 from frd.errors import FrdError
+from frd.experiment_file import suggest
 from frd.remote import Reply, Request
 from frd.results import ResultStore
 
@@ -49,6 +50,8 @@ class Metric:
     """What the value is over runs (``median``, ``IQM``), named in the table's heading."""
     interval: str = ""
     """What ``lo``–``hi`` is (``frd.stats.CI95`` or ``IQR``), named in the heading as ``[…]``."""
+    digits: str = ""
+    """How its numbers are written (a format spec: ``.2f`` for a probability); else ``frd.stats.fmt``."""
 
     @property
     def heading(self) -> str:
@@ -74,16 +77,41 @@ class Curve:
 
 @dataclass(frozen=True)
 class Comparison:
-    """How a report across cells compares each method's cell with the baseline method's cell of
-    the same other sweep values, on the seeds both have (``frd report`` of a sweep over
-    ``method``; within one cell the domain's summary compares its methods itself)."""
+    """How a summary compares its methods with a baseline method: P(a run of one better than a
+    run of the baseline) on each measure, with its 95 % interval. Within a folder of several
+    methods the domain's summary compares them; ``frd report`` compares each summary row with the
+    baseline's runs beside it (the same folder, or the cell of the same other sweep values), on
+    the seeds both have, and any method with any other (``--pairwise``)."""
 
-    baseline: str
-    """The method every other one is compared with (RL: ``independent``)."""
+    baseline: str | None
+    """The method compared with unless ``--baseline`` names another (RL: ``independent``; None:
+    only where ``--baseline`` names one)."""
     measures: Mapping[str, str]
     """``runs.csv`` column compared (one value per run) → the summary column it fills, with its
     ``_lo`` and ``_hi``: P(better than the baseline) and its interval."""
     lower_is_better: bool
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Measure → what "better" is on it in a table's label (``fewer episodes``: P(fewer episodes than pd))."""
+
+    def label(self, measure: str) -> str:
+        """What "better" is on ``measure`` in a label: its own words, else fewer/higher and its name."""
+        return self.labels.get(measure, f"{'fewer' if self.lower_is_better else 'higher'} {measure.replace('_', ' ')}")
+
+
+def check_baseline(baseline: str, names: Iterable[str]) -> None:
+    """``--baseline`` names a method that ran (or, in a sweep whose axis chooses the method, that
+    axis's value): else one line, before anything is written."""
+    ran = list(dict.fromkeys(names))
+    if baseline not in ran:
+        raise FrdError(f"--baseline {baseline}: no such method ran here (methods: {', '.join(ran) or 'none'})"
+                       f"{suggest(baseline, ran)}")
+
+
+def add_baseline_flag(parser: argparse.ArgumentParser, default: str = "") -> None:
+    """``--baseline METHOD``: what P(improvement) compares against (a report's choice, never a
+    setting of the runs: a rerun with another baseline resumes the same folder)."""
+    parser.add_argument("--baseline", metavar="METHOD", help="the method P(improvement) compares every other with"
+                        + (f" (default {default})" if default else "") + "; it must be among those run")
 
 
 class Domain(Runs, Protocol):

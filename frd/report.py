@@ -3,8 +3,9 @@
 
 Each cell's tables are first rebuilt from its verified parts (``ResultStore.consolidate``: a
 damaged run is named and left out), then summarised by its domain as its own command does (the
-cell's ``summary.csv`` and figures are redrawn). A sweep over ``method`` compares each method's
-cell with the baseline's (RL: ``p_improvement`` against ``independent``; ``across_methods``). The
+cell's ``summary.csv`` and figures are redrawn). Each row is compared with the baseline's runs
+beside it (RL: ``p_improvement`` against ``independent``, or ``--baseline``; ``across_methods``), and
+with ``--pairwise`` every method with every other (``pairwise.csv``). The
 cells' summaries, with a column per sweep axis in front, become ``R/summary.csv`` (numbers, but
 for names such as ``method``); a table of the domain's headline columns is printed; ``R/figures/``
 gets, per axis, those columns against the axis (``<axis>.png`` and ``.pdf``; plain results folders,
@@ -29,12 +30,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from frd.domains import Comparison, Curve, Domain, Metric, domains, get_domain  # noqa: E402
+from frd.domains import Comparison, Curve, Domain, Metric, add_baseline_flag, check_baseline, domains, get_domain  # noqa: E402
 from frd.errors import FrdError  # noqa: E402
 from frd.experiment_file import CELLS, RECORD, Experiment, read_file, shown, suggest  # noqa: E402
 from frd.frontier import Frontier, frontier_figure, frontier_table  # noqa: E402
-from frd.results import ResultStore, atomic_write_csv, save_figure  # noqa: E402
-from frd.stats import CI95, bracketed, improvement_ci  # noqa: E402
+from frd.results import ResultStore, atomic_write_csv, method_of, save_figure  # noqa: E402
+from frd.stats import CI95, bracketed, improvement_columns  # noqa: E402
 
 FIGURES = "figures"
 MARKERS = "osD^vP*X"
@@ -81,14 +82,17 @@ def _domain_of(folder: Path) -> str:
     raise FrdError(f"{folder}/config.json is the config of no installed domain ({'; '.join(refusals)})")
 
 
+def experiment_cells(folder: Path, experiment: Experiment) -> list[Cell]:
+    """The cells of ``experiment`` whose record is (or will be) ``folder``, in its order."""
+    chooses = frozenset(experiment.method_axes())
+    return [Cell(folder.name, experiment.domain, folder / CELLS / cell.id, dict(cell.values), chooses)
+            for cell in experiment.cells()]
+
+
 def cells_of(folder: Path) -> list[Cell]:
     """The cells of an experiment's record (in its order), or a results folder as one cell."""
     if (folder / RECORD).exists():
-        domain, settings, axes = read_file(folder / RECORD)
-        experiment = Experiment.of_record(domain, settings, axes)
-        chooses = frozenset(experiment.method_axes())
-        return [Cell(folder.name, domain, folder / CELLS / cell.id, dict(cell.values), chooses)
-                for cell in experiment.cells()]
+        return experiment_cells(folder, Experiment.of_record(*read_file(folder / RECORD)))
     if (folder / "config.json").exists():
         return [Cell(folder.name, _domain_of(folder), folder, {})]
     raise FrdError(f"{folder} holds neither an experiment ({RECORD}) nor results (config.json)")
@@ -134,29 +138,114 @@ def _summarised(domain: Domain, cell: Cell) -> Summarised | None:
     return Summarised(cell, domain.summary(config, store), domain.curves(config, store), mine)
 
 
-def across_methods(comparison: Comparison, cells: Sequence[Summarised]) -> None:
-    """Fill the columns of ``comparison.measures`` (each with ``_lo``, ``_hi``) in the summary row
-    of each cell whose method an axis chooses: P(its runs better than those of the baseline's cell
-    with the same experiment and other axis values), over the seeds both have, with its
-    stratified-bootstrap interval (``frd.stats.improvement_ci``)."""
-    def others(cell: Cell) -> tuple[str, str]:
-        kept = sorted((axis, shown(value)) for axis, value in cell.axes.items() if axis not in cell.method_axes)
-        return cell.source, repr(kept)
+Group = tuple[str, tuple[tuple[str, str], ...]]
+"""Where methods are compared: an experiment and its values of the axes that do not choose the method."""
 
-    def method(found: Summarised) -> str | None:
-        methods = set(found.summary["method"])
-        return methods.pop() if found.cell.method_axes and len(methods) == 1 else None
 
-    baselines = {others(c.cell): c.runs for c in cells if method(c) == comparison.baseline}
+def _group(cell: Cell) -> Group:
+    kept = sorted((axis, shown(value)) for axis, value in cell.axes.items() if axis not in cell.method_axes)
+    return cell.source, tuple(kept)
+
+
+def _contender(cell: Cell, method: str) -> str:
+    """What ``--baseline`` and the pairwise table call a method's runs in a cell: the values of the
+    axes that choose its method (a sweep's bundle, ``pd steps``), else the method."""
+    return ",".join(shown(value) for axis, value in cell.axes.items() if axis in cell.method_axes) or method
+
+
+def _planned(domain: Domain, cells: Sequence[tuple[Cell, Any]]) -> dict[Group, list[str]]:
+    """The contenders of each group, from the cells' configs alone: what ``--baseline`` may name,
+    known before anything is written."""
+    groups: dict[Group, list[str]] = {}
+    for cell, config in cells:
+        for method in sorted({method_of(rid) for rid in domain.run_ids(config)}):
+            groups.setdefault(_group(cell), []).append(_contender(cell, method))
+    return groups
+
+
+def check_comparison(domain: Domain, cells: Sequence[tuple[Cell, Any]], baseline: str | None,
+                     pairwise: bool = False) -> None:
+    """``--baseline`` names a method of these cells (each with its config) and ``--pairwise`` has two
+    methods to compare somewhere; one line otherwise, before anything is written."""
+    if (baseline is not None or pairwise) and getattr(domain, "comparison", None) is None:
+        raise FrdError(f"--{'baseline' if baseline is not None else 'pairwise'}: the {domain.name} domain compares no methods")
+    planned = _planned(domain, cells)
+    if baseline is not None:
+        check_baseline(baseline, (name for names in planned.values() for name in names))
+    if pairwise and not any(len(set(names)) > 1 for names in planned.values()):
+        raise FrdError("--pairwise: no two methods ran side by side here (in one folder, or in cells that differ "
+                       "only in the method)")
+
+
+def _contenders(cells: Sequence[Summarised]) -> dict[Group, dict[str, pd.DataFrame]]:
+    """Per group, each contender's verified runs, in the cells' and their summaries' order."""
+    groups: dict[Group, dict[str, pd.DataFrame]] = {}
     for found in cells:
-        base = baselines.get(others(found.cell))
-        if method(found) in (None, comparison.baseline) or base is None:
+        for method in dict.fromkeys(found.summary["method"]):
+            runs = found.runs[found.runs["method"] == method]
+            groups.setdefault(_group(found.cell), {})[_contender(found.cell, method)] = runs
+    return groups
+
+
+def _on_shared_seeds(mine: pd.DataFrame, theirs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both runs' frames on the seeds both have: each seed is its own pairing of starts."""
+    seeds = set(mine["seed"]) & set(theirs["seed"])
+    return mine[mine["seed"].isin(seeds)], theirs[theirs["seed"].isin(seeds)]
+
+
+def across_methods(comparison: Comparison, cells: Sequence[Summarised], baseline: str | None = None) -> None:
+    """Fill ``baseline`` and the columns of ``comparison.measures`` (each with ``_lo``, ``_hi``) in
+    every summary row: P(its runs better than the baseline's beside it), over the seeds both have
+    (``frd.stats.improvement_columns``). Beside it: the baseline's rows of the same folder (one of
+    several methods), else those of the cell with the same experiment and other axis values (a
+    sweep over the method). NaN where there is no baseline, and in the baseline's own rows;
+    ``baseline`` None: the domain's (``comparison.baseline``)."""
+    chosen = baseline or comparison.baseline
+    if chosen is None:
+        return
+    groups = _contenders(cells)
+    for found in cells:
+        base = groups[_group(found.cell)].get(chosen)
+        rows = []
+        for method in found.summary["method"]:
+            mine = found.runs[found.runs["method"] == method]
+            theirs = base if base is not None and _contender(found.cell, method) != chosen else mine.iloc[:0]
+            rows.append(improvement_columns(*_on_shared_seeds(mine, theirs), comparison.measures,
+                                            comparison.lower_is_better))
+        found.summary["baseline"] = chosen
+        for name, values in pd.DataFrame(rows, index=found.summary.index).items():
+            found.summary[name] = values
+
+
+def pairwise_table(comparison: Comparison, cells: Sequence[Summarised], front: dict[Group, dict[str, Any]]) -> pd.DataFrame:
+    """Every method against every other of its group (``method`` against ``baseline``: P(better) on
+    each measure with its 95 % interval, over the seeds both have), behind the group's columns
+    (``front``: experiment and other axis values, as in ``summary.csv``)."""
+    rows = [{**front[group], "method": name, "baseline": other,
+             **improvement_columns(*_on_shared_seeds(mine, theirs), comparison.measures, comparison.lower_is_better)}
+            for group, entries in _contenders(cells).items()
+            for name, mine in entries.items() for other, theirs in entries.items() if other != name]
+    return pd.DataFrame(rows)
+
+
+def pairwise_text(pairs: pd.DataFrame, comparison: Comparison, keys: Sequence[str]) -> str:
+    """``pairwise_table`` printed: per measure that has a value and per group, a matrix of P(the
+    row's method better than the column's) [95% CI]."""
+    blocks = []
+    for measure, name in comparison.measures.items():
+        if not pairs[name].notna().any():
             continue
-        seeds = set(found.runs["seed"]) & set(base["seed"])
-        for measure, name in comparison.measures.items():
-            mine, theirs = (frame.loc[frame["seed"].isin(seeds), measure] for frame in (found.runs, base))
-            found.summary[[name, f"{name}_lo", f"{name}_hi"]] = improvement_ci(
-                mine, theirs, lower_is_better=comparison.lower_is_better)
+        for values, part in pairs.groupby(list(keys), sort=False, dropna=False) if keys else [((), pairs)]:
+            order = list(dict.fromkeys(part["method"]))
+            matrix = pd.DataFrame("–", index=pd.Index(order, name="method"), columns=order)
+            for _, row in part.iterrows():
+                matrix.loc[row["method"], row["baseline"]] = bracketed(row[name], row[f"{name}_lo"], row[f"{name}_hi"],
+                                                                       lambda x: f"{x:.2f}")
+            where = ", ".join(f"{k}={shown(v)}" for k, v in zip(keys, values if isinstance(values, tuple) else (values,)))
+            title = (f"P(a run of the row's method: {comparison.label(measure)} than one of the column's) [{CI95}]"
+                     + (f", {where}" if where else ""))
+            blocks.append(f"{title}\n{matrix.to_string()}")
+    return "\n\n".join(blocks)
 
 
 def with_axes(summary: pd.DataFrame, cell: Cell, sources: bool) -> pd.DataFrame:
@@ -207,7 +296,20 @@ def _format(row: pd.Series, metric: Metric) -> str:
         number = float(row[name]) if name and pd.notna(row[name]) else np.nan
         return 100 * number if metric.percent else number
 
-    return bracketed(value(metric.column), value(metric.lo), value(metric.hi))
+    return bracketed(value(metric.column), value(metric.lo), value(metric.hi),
+                     (lambda x: format(x, metric.digits)) if metric.digits else None)
+
+
+def _compared(comparison: Comparison | None, summary: pd.DataFrame) -> list[Metric]:
+    """The P(improvement) columns that hold a value, as the table shows them
+    (``P(fewer episodes than pd) [95% CI]``): what ``--baseline`` asked."""
+    if comparison is None or "baseline" not in summary.columns:
+        return []
+    baseline = summary["baseline"].dropna().iloc[0] if summary["baseline"].notna().any() else None
+    return [Metric(name, f"P({comparison.label(measure)} than {baseline})", f"{name}_lo", f"{name}_hi", plot=False,
+                   interval=CI95, digits=".2f")
+            for measure, name in comparison.measures.items()
+            if baseline is not None and name in summary.columns and summary[name].notna().any()]
 
 
 def table(summary: pd.DataFrame, axes: Sequence[str], metrics: Sequence[Metric]) -> pd.DataFrame:
@@ -340,9 +442,12 @@ def _curve_figure(curves: list[tuple[Cell, Curve]], names: dict[str, str], style
 
 
 def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
-           metric_names: Sequence[str] | None = None, frontier_per: Sequence[str] = ()) -> pd.DataFrame:
+           metric_names: Sequence[str] | None = None, frontier_per: Sequence[str] = (),
+           baseline: str | None = None, pairwise: bool = False) -> pd.DataFrame:
     """Summarise ``folders`` into ``out`` (``summary.csv``, ``figures/``), print the table, return
-    the numeric summary; the domain's frontiers with one front per value of ``frontier_per``'s axes."""
+    the numeric summary; the domain's frontiers with one front per value of ``frontier_per``'s axes;
+    P(improvement) against ``baseline`` (default the domain's), and with ``pairwise`` every method
+    against every other (``pairwise.csv``, printed)."""
     cells = [cell for folder in folders for cell in cells_of(Path(folder))]
     kinds = sorted({cell.domain for cell in cells})
     if len(kinds) > 1:
@@ -352,24 +457,38 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
     chosen = _chosen_axes(by, axes)
     within = _chosen_axes(frontier_per, axes, "--frontier-per") if frontier_per else []
     sources = len({cell.source for cell in cells}) > 1
+    check_comparison(domain, [(cell, domain.config_from_dict(_config_json(cell.folder))) for cell in cells
+                              if (cell.folder / "config.json").exists()], baseline, pairwise)
     summarised = [found for found in (_summarised(domain, cell) for cell in cells) if found is not None]
     if not summarised:
         raise FrdError(f"no finished runs in {', '.join(map(str, folders))} yet")
     comparison = getattr(domain, "comparison", None)
     if comparison is not None:
-        across_methods(comparison, summarised)
+        across_methods(comparison, summarised, baseline)
     frames = [with_axes(found.summary, found.cell, sources) for found in summarised]
     curves = [(found.cell, curve) for found in summarised for curve in found.curves]
     summary, names = _axis_columns(pd.concat(frames, ignore_index=True), axes)
     metrics = _metrics(domain, summary, metric_names)
+    if metric_names is None:
+        metrics += _compared(comparison, summary)
     if by:  # numbers in order, names in the order the experiment lists them
         def rank(values: pd.Series) -> pd.Series:
             return values if pd.api.types.is_numeric_dtype(values) else values.map(list(dict.fromkeys(values)).index)
         summary = summary.sort_values([names[a] for a in chosen], key=rank, kind="stable",
                                       na_position="last").reset_index(drop=True)
     atomic_write_csv(summary, out / "summary.csv")
+    written = ["summary.csv"]
     with pd.option_context("display.width", 250, "display.max_columns", None, "display.max_colwidth", 60):
         print(table(summary, [names[a] for a in dict.fromkeys([*chosen, *axes])], metrics).to_string(index=False))
+        if pairwise and comparison is not None:
+            front = {_group(found.cell): {**({"experiment": found.cell.source} if sources else {}),
+                                          **{names[a]: v for a, v in found.cell.axes.items() if a not in found.cell.method_axes}}
+                     for found in summarised}
+            pairs = pairwise_table(comparison, summarised, front)
+            atomic_write_csv(pairs, out / "pairwise.csv")
+            written.append("pairwise.csv")
+            group_keys = [c for c in pairs.columns if c in {k for f in front.values() for k in f}]
+            print(f"\n{pairwise_text(pairs, comparison, group_keys)}")
     styles = _Styles(domain)
     plotted = [m for m in metrics if m.plot]
     keys = [c for c in dict.fromkeys(("experiment", "method", *names.values())) if c in summary.columns]
@@ -390,7 +509,8 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
             points = frontier_table(summary, frontier, keys, per)
             atomic_write_csv(points, out / f"{frontier.name}.csv")
             drawn.append(_save(frontier_figure(points, frontier, series, per), out / FIGURES / frontier.name))
-    print(f"\nsummary.csv{f' and {FIGURES}/' if drawn else ''} in {out}/")
+    written += [f"{FIGURES}/"] if drawn else []
+    print(f"\n{', '.join(written[:-1])}{' and ' if len(written) > 1 else ''}{written[-1]} in {out}/")
     return summary
 
 
@@ -415,7 +535,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.out is None and len(args.folders) > 1:
         raise FrdError("reporting several folders needs --out R: where summary.csv and figures/ go")
     out = Path(args.out or args.folders[0])
-    report([Path(f) for f in args.folders], out, _names(args.by), _names(args.metric), _names(args.frontier_per) or ())
+    report([Path(f) for f in args.folders], out, _names(args.by), _names(args.metric), _names(args.frontier_per) or (),
+           args.baseline, args.pairwise)
     return 0
 
 
@@ -430,5 +551,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--frontier-per", metavar="AXIS,…", help="one Pareto front (and panel of figures/frontier*) per "
                    "value of these sweep axes, e.g. agents (default one front over every row)")
     p.add_argument("--out", metavar="R", help="folder of summary.csv and figures/ (default DIR, when one is given)")
+    add_baseline_flag(p, "the domain's: RL independent, classification none")
+    p.add_argument("--pairwise", action="store_true", help="also every method against every other of the same "
+                   "folder or other sweep values: P(better) [95%% CI], printed and in pairwise.csv")
     p.set_defaults(run=_run)
 

@@ -5,7 +5,7 @@ and quartiles [Seo et al. 2022, §4]), a bootstrap interval of the median, and t
 with pandas 3)."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -110,6 +110,19 @@ def improvement_ci(x: pd.Series, y: pd.Series, level: float = 0.95, resamples: i
     lo, hi = stratified_bootstrap(lambda s: probability_of_improvement(s[0], s[1], lower_is_better), [a, b], level,
                                   resamples, seed)
     return p, lo, hi
+
+
+def improvement_columns(mine: pd.DataFrame, theirs: pd.DataFrame, measures: Mapping[str, str],
+                        lower_is_better: bool) -> dict[str, float]:
+    """Per measure (a ``runs.csv`` column → the summary column it fills), P(a run of ``mine``
+    better than one of ``theirs``) and its 95 % interval as ``name``, ``name_lo``, ``name_hi``
+    (``improvement_ci``): one function for a summary's rows, a report's and its pairwise table,
+    so that they agree. NaN where ``theirs`` has no runs."""
+    columns = {}
+    for measure, name in measures.items():
+        p, lo, hi = improvement_ci(mine[measure], theirs[measure], lower_is_better=lower_is_better)
+        columns.update({name: p, f"{name}_lo": lo, f"{name}_hi": hi})
+    return columns
 
 
 def paired_mean_ci(before: pd.Series, after: pd.Series, level: float = 0.95) -> tuple[float, float, float]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
 from frd.backends import Backend, RaySession, add_backend_arguments, backend_from_args
-from frd.domains import Domain, get_domain
+from frd.domains import Domain, add_baseline_flag, get_domain
 from frd.errors import FrdError
 from frd.experiment_file import (
     CELLS,
@@ -41,7 +41,7 @@ from frd.experiment_file import (
     shown,
     split_inline,
 )
-from frd.report import report
+from frd.report import check_comparison, experiment_cells, report
 from frd.results import SHOWN_DIFFERENCES, ResultStore, atomic_write_text, differences, locked
 from frd.tensorboard import add_tensorboard_flag, require_tensorboard
 
@@ -62,6 +62,7 @@ def add_run_flags(parser: argparse.ArgumentParser, out_help: str) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_backend_arguments(parser)
     add_tensorboard_flag(parser)
+    add_baseline_flag(parser)  # the report's, not a setting: no cell runs a comparison
 
 
 def _run_level() -> set[str]:
@@ -107,7 +108,7 @@ def run_inline(domain: str, axes: dict[str, list[str]], rest: list[str], args: a
     if not args.out:
         raise FrdError("a sweep needs --out DIR: its record goes there")
     return run_experiment_cells(experiment, Path(args.out), backend_from_args(args), not args.no_progress,
-                                args.tensorboard)
+                                args.tensorboard, baseline=args.baseline)
 
 
 def _checked_configs(experiment: Experiment, domain: Domain, out: Path, where: str) -> list[tuple[str, Any]]:
@@ -178,12 +179,15 @@ def _refuse_foreign(out: Path) -> None:
         raise FrdError(f"cannot create output folder {out}: it is a file; choose another --out")
 
 
-def claim(experiment: Experiment, out: Path, where: str = "", write: bool = True) -> list[tuple[str, Any]]:
-    """(cell id, config) of every cell, each checked, once ``out`` holds this experiment's record
-    (written now, or found there; another experiment's is refused). Without ``write`` (``--print``)
-    the same checks, and nothing is written."""
+def claim(experiment: Experiment, out: Path, where: str = "", write: bool = True,
+          baseline: str | None = None) -> list[tuple[str, Any]]:
+    """(cell id, config) of every cell, each checked (and ``baseline``, the report's, among their
+    methods), once ``out`` holds this experiment's record (written now, or found there; another
+    experiment's is refused). Without ``write`` (``--print``) the same checks, and nothing is written."""
     domain = get_domain(experiment.domain)
     configs = _checked_configs(experiment, domain, out, where)
+    if baseline is not None:
+        check_comparison(domain, list(zip(experiment_cells(out, experiment), [c for _, c in configs])), baseline)
     _refuse_foreign(out)
     # one process at a time reads and writes the record
     with locked(out / LOCKS / "experiment.lock") if write else nullcontext():
@@ -222,7 +226,7 @@ def seed_blocks(config: Any, per_pass: int | None) -> list[Any]:
 
 def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, progress: bool,
                          tensorboard: str | None, where: str = "", only: set[str] | None = None,
-                         per_pass: int | None = None) -> int:
+                         per_pass: int | None = None, baseline: str | None = None) -> int:
     """Check every cell, claim ``out``, run each cell's missing runs (of the cells in ``only``,
     when given), then report them all. With ``per_pass``, every cell's first ``per_pass`` seeds
     run before any cell's next ones (``seed_blocks``), so that an experiment stopped early has
@@ -231,11 +235,13 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
     Processes sharing ``out`` split its cells: each runs the cells no other process holds
     (``LOCKS``), then waits for the others' and runs what they left (a process that died leaves
     its cell to the next), so every process ends on the whole record and reports it. The passes
-    of seed blocks wait for nobody: a block held by another process is left to that last step."""
+    of seed blocks wait for nobody: a block held by another process is left to that last step.
+    The report compares with ``baseline`` (``frd.report``; checked before anything is written)."""
     domain = get_domain(experiment.domain)
     if tensorboard is not None:
         require_tensorboard()
-    configs = [(cell, config) for cell, config in claim(experiment, out, where) if only is None or cell in only]
+    configs = [(cell, config) for cell, config in claim(experiment, out, where, baseline=baseline)
+               if only is None or cell in only]
     blocks = {cell: seed_blocks(config, per_pass) for cell, config in configs}
 
     def run(number: int, cell: str, config: Any, wait: bool, redraw: bool = False) -> bool:
@@ -264,7 +270,7 @@ def run_experiment_cells(experiment: Experiment, out: Path, backend: Backend, pr
                   if not run(n, cell, config, False, len(blocks[cell]) > 1)]
         for number, cell, config in others:
             run(number, cell, config, True, len(blocks[cell]) > 1)
-    report([out], out)
+    report([out], out, baseline=baseline)
     return 0
 
 
@@ -296,18 +302,19 @@ def _run(args: argparse.Namespace) -> int:
     only = chosen_cells(experiment, args.cells, where)
     out = Path(args.out) if args.out else Path("results") / path.stem
     if args.print:
-        _print_cells(experiment, out, only, where)
+        _print_cells(experiment, out, only, where, args.baseline)
         return 0
     return run_experiment_cells(experiment, out, backend_from_args(args), not args.no_progress, args.tensorboard, where,
-                                only, args.seeds_per_pass)
+                                only, args.seeds_per_pass, args.baseline)
 
 
-def _print_cells(experiment: Experiment, out: Path, only: set[str] | None, where: str) -> None:
+def _print_cells(experiment: Experiment, out: Path, only: set[str] | None, where: str,
+                 baseline: str | None = None) -> None:
     """``--print``: each cell's runs and how many of them ``out`` holds finished; ``out`` checked
     as the run checks it (``claim``), nothing written."""
     domain = get_domain(experiment.domain)
     counts = {}
-    for cell, config in claim(experiment, out, where, write=False):
+    for cell, config in claim(experiment, out, where, write=False, baseline=baseline):
         if only is None or cell in only:
             ids = domain.run_ids(config)
             counts[cell] = (len(ids), len(ids & ResultStore.existing(out / CELLS / cell).finished()))

@@ -20,7 +20,7 @@ from frd.rl.summary import rl_summary, rl_table
 
 RL_COLUMNS = ["method", "agents", "runs", "completed_frac", "all_agents_completed_frac", "mission_episodes_median",
               "mission_episodes_q25", "mission_episodes_q75", "mission_episodes_median_lo", "mission_episodes_median_hi",
-              "mission_episodes_iqm", "mission_episodes_iqm_lo", "mission_episodes_iqm_hi", "p_improvement",
+              "mission_episodes_iqm", "mission_episodes_iqm_lo", "mission_episodes_iqm_hi", "baseline", "p_improvement",
               "p_improvement_lo", "p_improvement_hi", "p_improvement_all_agents", "p_improvement_all_agents_lo",
               "p_improvement_all_agents_hi", "all_agents_episodes_iqm", "all_agents_episodes_iqm_lo",
               "all_agents_episodes_iqm_hi", "slowest_agent_episodes", "median_agent_episodes", "env_steps", "rounds",
@@ -32,7 +32,8 @@ CLS_COLUMNS = ["method", "dataset", "partition", "runs", "parameters", "iteratio
                "accuracy_best_q25", "accuracy_best_q75", "accuracy_best_median_lo", "accuracy_best_median_hi",
                "accuracy_best_iqm", "accuracy_best_iqm_lo", "accuracy_best_iqm_hi", "best_round_median", "best_round_q25",
                "best_round_q75", "accuracy_after_local_median", "accuracy_after_local_median_lo",
-               "accuracy_after_local_median_hi", "accuracy_global_median", "bits_up_per_device_round",
+               "accuracy_after_local_median_hi", "accuracy_global_median", "baseline", "p_improvement", "p_improvement_lo",
+               "p_improvement_hi", "bits_up_per_device_round",
                "bits_down_per_device_round", "bits_up_total", "bits_down_total", "compute_seconds", "comm_seconds"]
 
 
@@ -77,7 +78,7 @@ def test_rl_run_returns_the_numeric_summary_it_saves(tmp_path):
     config = frd.rl_config("frd,independent", agents=2, seeds=2, max_episodes=6, period=2, hidden=8)
     summary = frd.rl.run(config, out=tmp_path)
     assert list(summary.columns) == RL_COLUMNS and list(summary["method"]) == ["frd", "independent"]
-    _numeric(summary, ["method"])
+    _numeric(summary, ["method", "baseline"])
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "summary.csv"), summary, check_dtype=False)
     runs = pd.read_csv(tmp_path / "runs.csv")
     frd_runs = runs[runs["method"] == "frd"]

@@ -266,7 +266,7 @@ def test_each_cell_holds_the_tables_of_a_plain_frd_rl_of_that_cell(sweeps, grid)
 def test_the_summary_is_numbers_per_cell_with_the_axis_in_front(sweeps):
     summary = pd.read_csv(sweeps / "file" / "summary.csv")
     assert list(summary.columns[:2]) == ["grid", "method"] and summary["grid"].tolist() == [5, 10]
-    assert all(pd.api.types.is_numeric_dtype(summary[c]) for c in summary.columns if c != "method")
+    assert all(pd.api.types.is_numeric_dtype(summary[c]) for c in summary.columns if c not in ("method", "baseline"))
     for grid, row in summary.set_index("grid").iterrows():
         runs = pd.read_csv(sweeps / f"plain-{grid}" / "runs.csv")
         assert row["bits_up_per_agent_round"] == (runs["bits_up"] / runs["rounds"] / 2).median()
@@ -527,7 +527,7 @@ def test_a_folder_whose_key_still_holds_first_seed_resumes_without_a_run(sweeps,
 def _found(method: str, agents: int, episodes: list[int], seeds: list[int]) -> Summarised:
     summary = pd.DataFrame({"method": [method], "agents": [agents], "p_improvement": [np.nan],
                             "p_improvement_lo": [np.nan], "p_improvement_hi": [np.nan]})
-    runs = pd.DataFrame({"seed": seeds, "mission_episodes": episodes, "all_agents_episodes": np.nan})
+    runs = pd.DataFrame({"method": method, "seed": seeds, "mission_episodes": episodes, "all_agents_episodes": np.nan})
     cell = ReportCell("exp", "rl", Path("."), {"agents": agents, "method": method}, frozenset({"method"}))
     return Summarised(cell, summary, [], runs)
 

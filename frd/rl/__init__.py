@@ -18,7 +18,7 @@ __all__ = ["run"]
 
 
 def run(config: RLConfig, out: str | Path, *, progress: bool = False, backend: str | Backend = "local",
-        single_agent_reference: bool = False) -> pd.DataFrame:
+        single_agent_reference: bool = False, baseline: str | None = None) -> pd.DataFrame:
     """Run every method × seed of ``config`` not already finished in ``out``; return the numeric
     summary, one row per (method, agent count).
 
@@ -27,7 +27,7 @@ def run(config: RLConfig, out: str | Path, *, progress: bool = False, backend: s
     refused with ``FrdError``). ``backend`` is ``"local"``, ``"ray"`` or a ``frd.backends.Backend``
     (e.g. ``Backend("ray", address="auto")``). The columns are described in
     ``frd.rl.summary.rl_summary``: mission episodes are per agent (quartiles, IQM and
-    P(improvement) vs independent with 95 % intervals); ``bits_*_per_agent_round`` are one agent's
+    P(improvement) vs ``baseline``, by default independent, with 95 % intervals); ``bits_*_per_agent_round`` are one agent's
     payload per exchange round, ``bits_*_total`` all agents' over the run (medians over seeds).
 
     Example::
@@ -41,4 +41,5 @@ def run(config: RLConfig, out: str | Path, *, progress: bool = False, backend: s
     from frd.rl.experiment import run_experiment
 
     where = Backend(backend) if isinstance(backend, str) else backend
-    return run_experiment(config, out, progress=progress, single_agent_reference=single_agent_reference, backend=where)
+    return run_experiment(config, out, progress=progress, single_agent_reference=single_agent_reference, backend=where,
+                          baseline=baseline)

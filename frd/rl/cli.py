@@ -11,11 +11,12 @@ import argparse
 import pandas as pd
 
 from frd.backends import add_backend_arguments, backend_from_args
+from frd.domains import add_baseline_flag
 from frd.options import add_config_flags, add_option_flags, add_out_flag, given_config, given_options
 from frd.rl.config import NOT_FLAGS, RLConfig, rl_config
 from frd.rl.experiment import run_experiment
 from frd.rl.methods import RL_METHODS
-from frd.rl.summary import rl_table
+from frd.rl.summary import BASELINE, rl_table
 from frd.tensorboard import add_tensorboard_flag
 
 
@@ -30,6 +31,7 @@ def add_common_arguments(p: argparse.ArgumentParser, scale_out: bool = True) -> 
                        help="also run one independent agent per seed (in DIR/single-agent) and show its row")
         add_backend_arguments(p)
         add_tensorboard_flag(p)
+        add_baseline_flag(p, BASELINE)
     add_option_flags(p, RL_METHODS)
 
 
@@ -40,7 +42,7 @@ def config_from_args(args: argparse.Namespace, methods: tuple[str, ...] | str) -
 def _run(args: argparse.Namespace, methods: tuple[str, ...] | str) -> int:
     summary = run_experiment(config_from_args(args, methods), args.out, progress=not args.no_progress,
                              single_agent_reference=args.single_agent_reference, backend=backend_from_args(args),
-                             tensorboard=args.tensorboard)
+                             tensorboard=args.tensorboard, baseline=args.baseline)
     print_summary(summary, args.out)
     return 0
 

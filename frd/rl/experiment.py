@@ -8,6 +8,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from frd.backends import LOCAL, Executor
+from frd.domains import check_baseline
 from frd.results import ResultStore, atomic_write_csv, run_id
 from frd.rl.checkpoint import BatchCheckpoint
 from frd.rl.config import RLConfig
@@ -15,7 +16,7 @@ from frd.rl.plots import plot_mission, plot_payload
 from frd.rl.runner import simulate
 from frd.rl.runs import RUNS
 from frd.rl.series import tensorboard_series
-from frd.rl.summary import rl_summary
+from frd.rl.summary import BASELINE, rl_summary
 from frd.tensorboard import live_logger
 
 SINGLE_AGENT = "single-agent"
@@ -24,7 +25,7 @@ SINGLE_AGENT = "single-agent"
 
 def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
                    single_agent_reference: bool = False, backend: Executor = LOCAL,
-                   tensorboard: str | Path | None = None) -> pd.DataFrame:
+                   tensorboard: str | Path | None = None, baseline: str | None = None) -> pd.DataFrame:
     """Run every method × seed not already in ``out_dir``; return the numeric summary
     (``frd.rl.summary.rl_summary``: one row per method and agent count, also in ``summary.csv``).
 
@@ -34,9 +35,12 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
     ``single_agent_reference`` also runs one independent agent per seed (in
     ``out_dir/single-agent``), whose row the summary gains: what learning alone takes, against
     which first-of-N missions can be read. ``tensorboard``: also write each finished run's events
-    there (``frd.tensorboard``).
+    there (``frd.tensorboard``). ``baseline``: the method P(improvement) compares with (default
+    ``independent``; one named must be among ``config.methods``).
     """
     config.validate()  # before anything is written
+    if baseline is not None:
+        check_baseline(baseline, config.methods)
     log = live_logger(tensorboard, tensorboard_series)
     reference = None
     if single_agent_reference:
@@ -66,12 +70,14 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
                     finished(tables)
     finally:
         store.consolidate()  # also after Ctrl-C: the tables hold every finished run
-    return report(store, config, reference)
+    return report(store, config, reference, baseline or BASELINE)
 
 
-def report(store: ResultStore, config: RLConfig, reference: ResultStore | None = None) -> pd.DataFrame:
+def report(store: ResultStore, config: RLConfig, reference: ResultStore | None = None,
+           baseline: str = BASELINE) -> pd.DataFrame:
     """Numeric summary (saved as ``summary.csv``) and figures of this config's methods and seeds
-    (a folder may hold more), with the single-agent reference's row last when there is one."""
+    (a folder may hold more), with the single-agent reference's row last when there is one;
+    P(improvement) against ``baseline``."""
     def mine(frame: pd.DataFrame) -> pd.DataFrame:
         if frame.empty:  # a record of runs alone, converted from a study's
             return frame
@@ -81,10 +87,10 @@ def report(store: ResultStore, config: RLConfig, reference: ResultStore | None =
     runs, episodes = mine(store.read("runs")), mine(store.read("episodes"))
     order = {m: i for i, m in enumerate(config.methods)}  # tables and plots in the order asked for
     runs = runs.sort_values("method", key=lambda m: m.map(order), kind="stable")
-    summary = rl_summary(runs)
+    summary = rl_summary(runs, baseline)
     if reference is not None:
-        summary = pd.concat([summary, rl_summary(mine(reference.read("runs")).assign(method="independent"))],
-                            ignore_index=True)
+        alone = mine(reference.read("runs")).assign(method="independent")
+        summary = pd.concat([summary, rl_summary(alone, baseline)], ignore_index=True)
     atomic_write_csv(summary, store.path("summary"))
     if not episodes.empty:
         plot_mission(episodes, runs, store.out / "mission.png", config.window, config.target)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from frd.stats import CI95, IQR, bracketed, fmt, improvement_ci, iqm_ci, median_ci
+from frd.stats import CI95, IQR, bracketed, fmt, improvement_columns, iqm_ci, median_ci
 
 BASELINE = "independent"
 """The method every other one is compared with (probability of improvement)."""
@@ -18,7 +18,8 @@ MEDIANS = {"slowest_agent_episodes": "all_agents_episodes", "median_agent_episod
            "env_steps": "mission_env_steps", "rounds": "rounds"}
 """Summary column → the runs.csv column whose median over runs it is."""
 IMPROVEMENTS = {"mission_episodes": "p_improvement", "all_agents_episodes": "p_improvement_all_agents"}
-"""runs.csv column → the summary column of P(fewer than ``independent``) on it."""
+"""runs.csv column → the summary column of P(fewer than the baseline, ``independent`` unless
+``--baseline`` names another) on it."""
 
 
 def agent_rounds(runs: pd.DataFrame) -> pd.Series:
@@ -28,34 +29,30 @@ def agent_rounds(runs: pd.DataFrame) -> pd.Series:
     return runs["rounds"] * per_round
 
 
-def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
+def rl_summary(runs: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     """One numeric row per (method, agent count) with the mission-time and payload figures of
     [Seo et al. 2022, §4]; medians over runs unless the name says otherwise.
 
     Columns: ``runs``; ``completed_frac`` (share of runs whose mission completed before the cap);
     ``mission_episodes_median/_q25/_q75`` (episodes per agent until the mission, over runs) and the
     median's 95 % bootstrap interval ``_median_lo/_hi``; ``mission_episodes_iqm`` with its 95 %
-    stratified-bootstrap interval ``_iqm_lo/_hi``; ``p_improvement`` = P(fewer mission episodes than
-    ``independent`` with as many agents) with ``_lo/_hi`` (NaN where independent did not run, and
-    in its own row); with ``--until all``, ``all_agents_completed_frac``, ``all_agents_episodes_iqm``
-    (``_lo/_hi``) and ``p_improvement_all_agents`` (``_lo/_hi``): the same until every agent's mission
-    (else NaN); ``slowest_agent_episodes`` and ``median_agent_episodes`` (``--until all``,
-    else NaN); ``env_steps`` (all agents together, until the mission); ``seconds`` (compute plus
-    simulated channel time) and ``comm_seconds`` (channel time alone); ``rounds``;
-    ``bits_up_per_agent_round``/``bits_down_per_agent_round`` (one agent's payload per exchange
-    round, over the agents that took part), ``bits_up_total``/``bits_down_total`` (all agents and rounds of a
+    stratified-bootstrap interval ``_iqm_lo/_hi``; ``baseline`` (``independent`` unless given) and
+    ``p_improvement`` = P(fewer mission episodes than the baseline with as many agents) with ``_lo/_hi``
+    (NaN where the baseline did not run, and in its own row); with ``--until all``,
+    ``all_agents_completed_frac``, ``all_agents_episodes_iqm`` (``_lo/_hi``) and
+    ``p_improvement_all_agents`` (``_lo/_hi``): the same until every agent's mission (else NaN);
+    ``slowest_agent_episodes`` and ``median_agent_episodes`` (``--until all``, else NaN); ``env_steps``
+    (all agents together, until the mission); ``seconds`` (compute plus simulated channel time) and
+    ``comm_seconds`` (channel time alone); ``rounds``;
+    ``bits_up_per_agent_round``/``bits_down_per_agent_round`` (one agent's payload per exchange round,
+    over the agents that took part), ``bits_up_total``/``bits_down_total`` (all agents and rounds of a
     run) and ``bits_per_agent_total`` (one agent's bits up and down over a run)."""
     rows = []
     for (method, agents), g in runs.groupby(["method", "n_agents"], sort=False):
         episodes = g["mission_episodes"]
         agent_round_count = agent_rounds(g).replace(0, np.nan)
         median_lo, median_hi = median_ci(episodes)
-        base = runs[(runs["method"] == BASELINE) & (runs["n_agents"] == agents)]
-        compared = {}
-        for column, name in IMPROVEMENTS.items():
-            p, lo, hi = (improvement_ci(g[column], base[column]) if len(base) and method != BASELINE
-                         else (np.nan, np.nan, np.nan))
-            compared.update({name: p, f"{name}_lo": lo, f"{name}_hi": hi})
+        base = runs[(runs["method"] == baseline) & (runs["n_agents"] == agents)] if method != baseline else runs.iloc[:0]
         rows.append({
             "method": method, "agents": int(agents), "runs": len(g), "completed_frac": g["completed"].astype(float).mean(),
             "all_agents_completed_frac": (np.nan if g["all_agents_episodes"].isna().all()  # --until first
@@ -64,7 +61,7 @@ def rl_summary(runs: pd.DataFrame) -> pd.DataFrame:
             "mission_episodes_q75": episodes.quantile(0.75), "mission_episodes_median_lo": median_lo,
             "mission_episodes_median_hi": median_hi,
             **dict(zip(("mission_episodes_iqm", "mission_episodes_iqm_lo", "mission_episodes_iqm_hi"), iqm_ci(episodes))),
-            **compared,
+            "baseline": baseline, **improvement_columns(g, base, IMPROVEMENTS, lower_is_better=True),
             **dict(zip(("all_agents_episodes_iqm", "all_agents_episodes_iqm_lo", "all_agents_episodes_iqm_hi"),
                        iqm_ci(g["all_agents_episodes"]))),
             **{name: g[column].median() for name, column in MEDIANS.items()},
@@ -95,7 +92,7 @@ def rl_table(summary: pd.DataFrame) -> pd.DataFrame:
                                                            row[episodes + "q75"]),
             f"mission episodes, median [{CI95}]": interval(row, episodes + "median"),
             f"mission episodes, IQM [{CI95}]": interval(row, episodes + "iqm"),
-            f"P(fewer episodes than {BASELINE}) [{CI95}]": interval(row, "p_improvement", digits=".2f"),
+            f"P(fewer episodes than {row['baseline']}) [{CI95}]": interval(row, "p_improvement", digits=".2f"),
             **{name.replace("_", " "): fmt(row[name]) for name in MEDIANS if name != "rounds"},
             "seconds": fmt(row["seconds"]), "comm seconds": fmt(row["comm_seconds"]), "rounds": fmt(row["rounds"]),
             "bits up/agent/round": fmt(row["bits_up_per_agent_round"]),

@@ -13,7 +13,7 @@ from frd.results import ResultStore
 from frd.rl import cli
 from frd.rl.config import RLConfig
 from frd.rl.experiment import report
-from frd.rl.summary import BASELINE
+from frd.rl.summary import BASELINE, IMPROVEMENTS
 from frd.stats import CI95
 
 HEADLINE = (
@@ -33,10 +33,10 @@ FRONTIERS = (Frontier("frontier", "mission_episodes_iqm", "mission episodes (IQM
 """``frd report``'s frontier (``frd.frontier``): the fewest bits that reach the mission soonest."""
 
 
-COMPARISON = Comparison(BASELINE, {"mission_episodes": "p_improvement", "all_agents_episodes": "p_improvement_all_agents"},
-                        lower_is_better=True)
-"""A sweep over ``method`` that includes ``independent``: P(fewer episodes than it until the first
-agent's mission, and until every agent's) per method cell, as ``rl_summary`` gives them within a cell."""
+COMPARISON = Comparison(BASELINE, IMPROVEMENTS, lower_is_better=True,
+                        labels={"mission_episodes": "fewer episodes", "all_agents_episodes": "fewer episodes until all agents"})
+"""P(fewer episodes than the baseline, ``independent`` unless ``--baseline`` names another, until
+the first agent's mission, and until every agent's), as ``rl_summary`` gives them within a folder."""
 
 
 def experiment_config(args: argparse.Namespace) -> RLConfig:
