@@ -8,6 +8,8 @@ test files are present) is split reproducibly into pool and test by ``split_seed
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import math
 import pickle
 import shutil
 import tarfile
@@ -150,12 +152,51 @@ def _cifar10(data_dir: Path, download: bool) -> tuple[Split | None, Split]:
 
 
 def _digits(data_dir: Path, download: bool) -> tuple[Split | None, Split]:
-    """scikit-learn's 8×8 digits; its 0–16 grey levels are rescaled to 0–255 like every other dataset."""
-    from sklearn.datasets import load_digits
+    """scikit-learn's 8×8 digits; its 0–16 grey levels are rescaled to 0–255 like every other dataset.
+    Read from the file scikit-learn ships, as its ``load_digits`` reads it, without importing
+    scikit-learn (about a second)."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise FrdError("the digits dataset is scikit-learn's: pip install scikit-learn")
+    data = np.loadtxt(Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz", delimiter=",")
+    x = np.rint(data[:, :-1].reshape(-1, 8, 8) * (255.0 / 16.0)).astype(np.uint8)[:, None]
+    return None, (x, data[:, -1].astype(np.int64))
 
-    bunch = load_digits()
-    x = np.rint(bunch.images * (255.0 / 16.0)).astype(np.uint8)[:, None]
-    return None, (x, bunch.target.astype(np.int64))
+
+def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(pool, test) indices: scikit-learn's ``train_test_split(test_size=test_fraction,
+    random_state=seed, stratify=labels)`` draw for draw (its ``StratifiedShuffleSplit``, 1.9), so
+    the splits of results saved before are kept, without importing scikit-learn (tested against it)."""
+    rng = np.random.RandomState(seed)
+    n_test = math.ceil(test_fraction * len(labels))
+    _, codes, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    members = np.split(np.argsort(codes, kind="stable"), np.cumsum(counts)[:-1])
+    n_pool = _approximate_mode(counts, len(labels) - n_test, rng)
+    n_held = _approximate_mode(counts - n_pool, n_test, rng)
+    pool: list[int] = []
+    test: list[int] = []
+    for i, count in enumerate(counts):
+        order = members[i].take(rng.permutation(count), mode="clip")
+        pool.extend(order[:n_pool[i]])
+        test.extend(order[n_pool[i]:n_pool[i] + n_held[i]])
+    return rng.permutation(pool), rng.permutation(test)
+
+
+def _approximate_mode(counts: np.ndarray, draws: int, rng: np.random.RandomState) -> np.ndarray:
+    """Per class, its share of ``draws`` rounded down, then one more for the largest remainders,
+    ties broken by ``rng`` (scikit-learn's ``_approximate_mode``)."""
+    continuous = counts / counts.sum() * draws
+    floored = np.floor(continuous)
+    need = int(draws - floored.sum())
+    remainder = continuous - floored
+    for value in np.sort(np.unique(remainder))[::-1] if need > 0 else ():
+        (ties,) = np.where(remainder == value)
+        add = min(len(ties), need)
+        floored[rng.choice(ties, size=add, replace=False)] += 1
+        need -= add
+        if need == 0:
+            break
+    return floored.astype(int)
 
 
 DATASETS: dict[str, Callable[[Path, bool], tuple[Split | None, Split]]] = {
@@ -173,11 +214,8 @@ def load_dataset(name: str, data_dir: str | Path | None = None, *, download: boo
         raise FrdError(f"test fraction must be in (0, 1), got {test_fraction}")
     train, test = DATASETS[name](Path(data_dir) if data_dir else default_data_dir(name), download)
     if train is None:
-        from sklearn.model_selection import train_test_split  # only here: scikit-learn takes seconds to import
-
-        x_pool, x_test, y_pool, y_test = train_test_split(*test, test_size=test_fraction,
-                                                          random_state=split_seed, stratify=test[1])
-        train, test = (x_pool, y_pool), (x_test, y_test)
+        pool, held = stratified_split(test[1], test_fraction, split_seed)
+        train, test = (test[0][pool], test[1][pool]), (test[0][held], test[1][held])
     classes = int(max(train[1].max(), test[1].max())) + 1
     return Dataset(name, torch.from_numpy(np.ascontiguousarray(train[0])), torch.from_numpy(train[1]),
                    torch.from_numpy(np.ascontiguousarray(test[0])), torch.from_numpy(test[1]), classes)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,3 +126,23 @@ def test_the_tiny_mnist_fixture_is_read_by_the_real_loader_from_the_default_path
         "train-labels-idx1-ubyte.gz"]
     assert d.x_pool.shape == (300, 1, 28, 28) and d.x_test.shape == (100, 1, 28, 28) and d.classes == 10
     assert np.bincount(d.y_test.numpy()).tolist() == [10] * 10
+
+
+def test_digits_and_their_split_are_scikit_learns_without_importing_it():
+    """The digits read from scikit-learn's file and the stratified hold-out drawn here are those of
+    ``load_digits`` and ``train_test_split(stratify=…)``: the splits of saved results stay."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    from frd.classification.data import _digits, stratified_split
+
+    _, (x, y) = _digits(Path("."), False)
+    bunch = load_digits()
+    assert np.array_equal(x, np.rint(bunch.images * (255.0 / 16.0)).astype(np.uint8)[:, None])
+    assert np.array_equal(y, bunch.target)
+    ties = np.array([0] * 7 + [1] * 7 + [2] * 3 + [3] * 3)  # equal remainders: the tie-break draws
+    for labels in (y, ties):
+        for seed, fraction in ((0, 0.2), (3, 0.33), (7, 0.5)):
+            expected = train_test_split(np.arange(len(labels)), test_size=fraction, random_state=seed, stratify=labels)
+            assert all(map(np.array_equal, stratified_split(labels, fraction, seed), expected))
