@@ -42,6 +42,7 @@ def _numeric(summary: pd.DataFrame, text: list[str]) -> None:
         assert (column in text) != pd.api.types.is_numeric_dtype(summary[column]), column
 
 
+@pytest.mark.processes
 def test_import_frd_is_light_and_lists_its_surface():
     code = ("import sys, frd; heavy = [m for m in ('torch', 'numba', 'pandas', 'matplotlib', 'frd.rl', "
             "'frd.classification') if m in sys.modules]; print(heavy, dir(frd))")

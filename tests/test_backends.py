@@ -30,6 +30,8 @@ from frd.results import ResultStore
 from frd.rl.config import RLConfig
 from tests.processes import command_line, kill_9, left_after, running, start_frd, wait_for
 
+pytestmark = pytest.mark.processes  # every test here starts processes (pytest -m 'not processes' skips them)
+
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ["compute_s"]  # a share of a batch's compute: differs with the batch; comm_s does not
 TINY = ["--agents", "2", "--hidden", "8", "--max-episodes", "6", "--period", "2", "--target", "1e9",

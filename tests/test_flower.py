@@ -31,6 +31,8 @@ from frd.flower.launch import LOOPBACK, free_port, start, start_deployment, stop
 from tests.processes import kill_9, kill_all, left_after, start_frd, wait_for
 from tests.test_remote import RTOL
 
+pytestmark = pytest.mark.processes  # every test here starts processes (pytest -m 'not processes' skips them)
+
 TABLES = ("runs", "rounds", "ledger")
 
 

@@ -3,6 +3,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from frd.jit import reached_sources
 
 CALLEE = """
@@ -15,6 +17,8 @@ def value():
 """
 CALLER = """
 import numba
+
+import pytest
 
 from frd.jit import compiled
 from stamped.callee import value
@@ -42,6 +46,7 @@ def test_the_fused_period_and_the_first_block_are_stamped_with_what_they_call():
         path.name for path in reached_sources(frd.classification.first_block)}
 
 
+@pytest.mark.processes
 def test_an_edit_of_a_called_module_reaches_its_cached_callers_in_a_fresh_process(tmp_path):
     package = tmp_path / "stamped"
     package.mkdir()

@@ -17,6 +17,8 @@ import pytest
 from frd import results
 from frd.errors import FrdError
 
+pytestmark = pytest.mark.processes  # every test here starts processes (pytest -m 'not processes' skips them)
+
 PACKAGE = Path(__file__).parent / "plugin_package"
 RL_TINY = ["--agents", "4", "--seeds", "1", "--hidden", "8", "--max-episodes", "6", "--period", "2", "--target", "1e9"]
 

@@ -6,8 +6,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from frd.reaper import POLL_S, descendants
 from tests.processes import command_line, kill_9, left_after, running, wait_for
+
+pytestmark = pytest.mark.processes  # every test here starts processes (pytest -m 'not processes' skips them)
 
 GUARDED = '''
 import subprocess, sys, time

@@ -200,6 +200,7 @@ def test_other_envs_run_with_their_documented_mission(env, target, tmp_path):
     assert len(pd.read_csv(out / "episodes.csv")) == 2 * 2 * 2
 
 
+@pytest.mark.processes
 def test_a_batch_keeps_blas_on_one_thread():
     """The update's matrix products (numba's np.dot → scipy's OpenBLAS, loaded at the first
     product, after the batch is built) must not split over threads. A fresh process, so that

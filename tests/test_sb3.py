@@ -249,6 +249,7 @@ def test_sb3_agents_are_refused_as_flower_nodes():
         check_remote(rl_config("pd", agent_spec="algo=ppo;h=64"))
 
 
+@pytest.mark.processes
 def test_a_mixed_run_on_ray_gives_the_local_tables_and_models(tmp_path, monkeypatch):
     """One PPO + our A2C run per method on a Ray started here (the Ray tests' own cost: it starts
     Ray) equals the local one, tables and saved agents bit for bit."""

@@ -36,6 +36,7 @@ def test_cross_entropy_in_chunks_is_the_one_forwards_bit_for_bit(hidden, activat
         np.testing.assert_array_equal(pop.cross_entropy(rows, states, probs), whole)
 
 
+@pytest.mark.processes
 def test_a_classification_cost_point_runs_in_a_child_and_lands_in_the_tidy_csv(tmp_path):
     """One point of ``python -m benchmarks.scaling cls`` (4 digits devices, 2 per round, 2 rounds of
     1 iteration): the row's counts are the run's, its clocks and memory consistent."""

@@ -14,6 +14,8 @@ from tests.processes import command_line, kill_9, left_after, start_frd, wait_fo
 from tests.test_backends import TINY, _assert_same_tables
 from tests.worker_groups import dies, has_a_bug, refuses
 
+pytestmark = pytest.mark.processes  # every test here starts processes (pytest -m 'not processes' skips them)
+
 
 def test_rl_and_classification_over_two_workers_give_the_tables_of_one_batch(tmp_path):
     rl = ["compare", "--methods", "frd,frl", "--seeds", "2", *TINY]
