@@ -7,7 +7,7 @@ thread, alternating:
 
 - the server's fine-tuning, ms per SGD step of batch 256 on 2,000 synthetic 8×8 images
   (``distill_server.finetune``, momentum 0.9, weight decay 5e-4), with the ConvNet's first-order
-  passes fused (``frd.classification.first_block`` and ``frd.classification.norm_block``) and with
+  passes fused (``frd.classification.distillation.first_block`` and ``frd.classification.distillation.norm_block``) and with
   PyTorch's operators (``convnet_layer_outputs(..., fused=False)``, the path gradient matching
   keeps);
 - a round of the clients' distribution matching (the cpu preset: 30 image updates, 16 real
@@ -28,8 +28,8 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
-import frd.classification.distill_client as client
-import frd.classification.distill_server as server
+import frd.classification.distillation.client as client
+import frd.classification.distillation.server as server
 from frd.classification.models import ConvNet
 
 

@@ -5,8 +5,8 @@
                                        [--native-conv]
     python -m benchmarks.distill_speed --summary benchmarks/results/distill_speed.csv [--variants NAME ...]
 
-The reference is the client and server code (``classification/distill_client.py`` and
-``classification/distill_server.py``) as of git revision ``--base``, read with ``git show`` and
+The reference is the client and server code (``classification/distillation/client.py`` and
+``classification/distillation/server.py``) as of git revision ``--base``, read with ``git show`` and
 loaded as separate modules in this same process; everything else (data, partitions, round loop,
 methods, model) is the current tree's, shared by both. Each run is the default ``frd cls --method
 M --dataset D`` run (``--partition dirichlet --alpha A`` for the Dirichlet rows), once with the
@@ -41,7 +41,7 @@ import frd.classification.methods.feddualmatch as dd
 from benchmarks.tidy import record, select
 from frd.classification.config import ClsConfig
 from frd.classification.data import load_dataset
-from frd.classification.distill_client import ClientData, DistillConfig, SyntheticSet
+from frd.classification.distillation.client import ClientData, DistillConfig, SyntheticSet
 from frd.classification.methods import cls_config
 from frd.classification.runner import run_seed
 from frd.stats import paired_mean_ci

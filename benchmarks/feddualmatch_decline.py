@@ -28,8 +28,8 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from frd.classification.data import load_dataset  # noqa: E402
-from frd.classification.distill_client import SyntheticSet  # noqa: E402
-from frd.classification.distill_server import ServerConfig, finetune, gradient_match, union  # noqa: E402
+from frd.classification.distillation.client import SyntheticSet  # noqa: E402
+from frd.classification.distillation.server import ServerConfig, finetune, gradient_match, union  # noqa: E402
 from frd.classification.methods import GLOBAL, study_config  # noqa: E402
 from frd.classification.methods.feddualmatch import DatasetDistillation  # noqa: E402
 from frd.classification.runner import run_seed  # noqa: E402

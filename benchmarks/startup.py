@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--csv", help="also append the rows to this tidy CSV, e.g. benchmarks/results/startup.csv")
     parser.add_argument("--variant", default="adhoc", help="the variant name its rows are tagged with")
     args = parser.parse_args()
-    rows = []
+    rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
             for name, (command, writes) in COMMANDS.items():

@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from frd.classification.convnet_grads import ConvNetGradients, fused_plan
-from frd.classification.dense_conv import dense_matrix, dense_matrix_adjoint
-from frd.classification.distill_server import _logits
+from frd.classification.distillation.convnet_grads import ConvNetGradients, fused_plan
+from frd.classification.distillation.dense_conv import dense_matrix, dense_matrix_adjoint
+from frd.classification.distillation.server import _logits
 from frd.classification.models import MLP, ConvNet
 
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from frd.classification.distill_client import (
+from frd.classification.distillation.client import (
     DistillConfig,
     SyntheticSet,
     distill,
@@ -20,7 +20,8 @@ from frd.classification.distill_client import (
     stage_layers,
     stage_of_iteration,
 )
-from frd.classification.distill_server import (
+from frd.classification.distillation.dp import DPConfig
+from frd.classification.distillation.server import (
     ServerConfig,
     adaptive_radius,
     class_gradients,
@@ -30,7 +31,6 @@ from frd.classification.distill_server import (
     server_update,
     union,
 )
-from frd.classification.dp import DPConfig
 from frd.errors import FrdError
 
 CLASSES = 3

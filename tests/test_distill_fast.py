@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from frd.classification.distill_client import (
+from frd.classification.distillation.client import (
     ClientData,
     DistillConfig,
     SyntheticSet,
@@ -31,7 +31,8 @@ from frd.classification.distill_client import (
     sample_model_on_error_ball,
     sgd_step,
 )
-from frd.classification.distill_server import (
+from frd.classification.distillation.dp import DPConfig
+from frd.classification.distillation.server import (
     _sgd,
     _shuffled_batches,
     _trained_copies,
@@ -42,7 +43,6 @@ from frd.classification.distill_server import (
     group_gradients,
     union,
 )
-from frd.classification.dp import DPConfig
 from frd.classification.models import ConvNet
 from tests.test_distill import client_sets, real_data, tiny
 

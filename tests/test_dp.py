@@ -7,7 +7,7 @@ import warnings
 import pytest
 import torch
 
-from frd.classification.dp import (
+from frd.classification.distillation.dp import (
     DPConfig,
     accounting_noise_multiplier,
     client_epsilon,

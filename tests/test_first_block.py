@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from frd.classification.first_block import col2im_image, first_block, im2col_image
+from frd.classification.distillation.first_block import col2im_image, first_block, im2col_image
 
 
 def reference(x, conv_weight, conv_bias, weight, bias):

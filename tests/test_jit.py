@@ -37,13 +37,13 @@ SHOW = "from stamped.caller import total, total_by_numba; print(total(), total_b
 
 
 def test_the_fused_period_and_the_first_block_are_stamped_with_what_they_call():
-    import frd.classification.first_block
+    import frd.classification.distillation.first_block
     import frd.rl.fused
 
     assert {"kernel.py", "lanes.py", "acrobot.py", "episode_end.py", "fused.py", "jit.py"} <= {
         path.name for path in reached_sources(frd.rl.fused)}
     assert {"first_block.py", "norm_block.py", "jit.py"} <= {
-        path.name for path in reached_sources(frd.classification.first_block)}
+        path.name for path in reached_sources(frd.classification.distillation.first_block)}
 
 
 @pytest.mark.processes

@@ -69,7 +69,7 @@ GRAPH = {module: _imports(path) for module, path in MODULES.items()}
 def test_the_walk_sees_every_package_and_the_known_arrows():
     assert {_package(m) for m in MODULES} == set(LAYERS)
     assert "frd.agents.kernel" in GRAPH["frd.rl.fused"]  # a domain on a library
-    assert "frd.jit" in GRAPH["frd.classification.norm_block"]  # a domain on the core
+    assert "frd.jit" in GRAPH["frd.classification.distillation.norm_block"]  # a domain on the core
     assert "frd.domains" in GRAPH["frd.cli"] and "frd.errors" in GRAPH["frd.agents.a2c"]
 
 

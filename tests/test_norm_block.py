@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from frd.classification.norm_block import norm_relu_pool
+from frd.classification.distillation.norm_block import norm_relu_pool
 
 
 def reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -59,10 +59,10 @@ def test_second_derivatives_are_refused():
 
 
 def test_the_benchmarks_unfused_switch_routes_every_convnet_pass_through_pytorch_and_restores():
-    import frd.classification.distill_server as server
+    import frd.classification.distillation.server as server
     from benchmarks.distill_parts import unfused
-    from frd.classification.distill_server import _logits as server_logits
-    from frd.classification.distill_server import class_gradients
+    from frd.classification.distillation.server import _logits as server_logits
+    from frd.classification.distillation.server import class_gradients
     from frd.classification.models import ConvNet
 
     model = ConvNet((1, 8, 8), 3, width=4)
@@ -89,7 +89,7 @@ def test_the_kernels_compile_with_numbas_noalias_flag():
     use that pipeline, and a function compiled with it carries the flag."""
     from numba import njit
 
-    from frd.classification import first_block, norm_block
+    from frd.classification.distillation import first_block, norm_block
 
     for kernel in (norm_block.images_forward, first_block.images_forward):
         assert kernel._compiler.pipeline_class is norm_block.KERNEL["pipeline_class"]

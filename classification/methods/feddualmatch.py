@@ -3,9 +3,9 @@ sets instead of weights.
 
 Each round every client rebuilds its synthetic set S_k from its real data by distribution matching
 under a model drawn on the error ball around the global weights it last received
-(:func:`frd.classification.distill_client.distill`); it uploads S_k (float32 images plus its class
+(:func:`frd.classification.distillation.client.distill`); it uploads S_k (float32 images plus its class
 list). The server trains the global model on what arrived
-(:func:`frd.classification.distill_server.server_update`: FedDualMatch with global gradient matching
+(:func:`frd.classification.distillation.server.server_update`: FedDualMatch with global gradient matching
 and the adaptive radius R_t, FedDM on ∪ S_k with ρ = 5) and broadcasts its weights; FedDualMatch
 also sends R_t (one float32), which the clients need for their next error ball.
 
@@ -23,9 +23,9 @@ from torch import nn
 from frd.classification.config import ClsConfig
 from frd.classification.context import RunContext
 from frd.classification.data import Dataset
-from frd.classification.distill_client import ClientData, DistillConfig, SyntheticSet, distill_clients
-from frd.classification.distill_server import ServerConfig, server_update
-from frd.classification.dp import DPConfig, client_epsilon
+from frd.classification.distillation.client import ClientData, DistillConfig, SyntheticSet, distill_clients
+from frd.classification.distillation.dp import DPConfig, client_epsilon
+from frd.classification.distillation.server import ServerConfig, server_update
 from frd.classification.methods.base import GLOBAL, Method, broadcast_weights, load_weights
 from frd.errors import FrdError
 from frd.options import at_least, positive

@@ -7,7 +7,7 @@ fresh pages, page-faulted in on first touch (a fine-tuning step ran 15 % faster 
 ``MALLOC_MMAP_THRESHOLD_`` raised). Here one numba pass per image does the block in a few KB of
 scratch: the image's im2col columns (:func:`im2col_image`, the bias as a column of ones), one
 small matrix product [H·W, Cin·9 + 1] · [Cin·9 + 1, C] for the convolution, then the fused norm block
-(:func:`frd.classification.norm_block.norm_pool_image`). The backward recomputes the image's
+(:func:`frd.classification.distillation.norm_block.norm_pool_image`). The backward recomputes the image's
 convolution instead of keeping it, runs the norm block's backward, and adds the image's share of
 the kernel gradient (colsᵀ · dY) and, when asked, its input gradient (dY · W, then col2im).
 
@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from frd.classification.norm_block import (
+from frd.classification.distillation.norm_block import (
     KERNEL,
     channels_last,
     first_order_upstream,
@@ -202,7 +202,7 @@ def first_block_backward(saved: Sequence[torch.Tensor], starts: np.ndarray, boun
 
 class FirstBlock(torch.autograd.Function):
     """``norm_relu_pool(conv2d(x, w, b, padding=1), γ, β, eps)`` for a 3×3 kernel, image by image;
-    with ``bounds`` (see :func:`frd.classification.norm_block.group_bounds`) every parameter has a
+    with ``bounds`` (see :func:`frd.classification.distillation.norm_block.group_bounds`) every parameter has a
     leading group axis K, and images of group k take row k."""
 
     @staticmethod

@@ -19,8 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from frd.classification.convnet_grads import ConvNetGradients, fused_plan
-from frd.classification.distill_client import (
+from frd.classification.distillation.client import (
     PRESETS,
     SCALES,
     SyntheticSet,
@@ -29,6 +28,7 @@ from frd.classification.distill_client import (
     sgd_step,
     stacked_parameters,
 )
+from frd.classification.distillation.convnet_grads import ConvNetGradients, fused_plan
 from frd.classification.models import ConvNet
 from frd.errors import FrdError
 
@@ -305,7 +305,7 @@ def _sgd(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batches: 
     """``torch.optim.SGD`` (a fresh one) over ``batches`` of cross-entropy, as one flat step per batch
     (:func:`sgd_step`): the model's parameters and gradients become views of two flat buffers.
     A fully fused ConvNet's gradients come without autograd, straight into the flat gradient
-    (:class:`~frd.classification.convnet_grads.ConvNetGradients`, the same bits)."""
+    (:class:`~frd.classification.distillation.convnet_grads.ConvNetGradients`, the same bits)."""
     model.train()
     weights, grads = _flat_parameters(model)
     momentum_buffer = torch.empty_like(weights)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from frd.classification.norm_block import KERNEL
+from frd.classification.distillation.norm_block import KERNEL
 from frd.jit import compiled
 
 DENSE_MAP = 4

@@ -42,7 +42,7 @@ class _DistinctArrays(Compiler):
 
 
 KERNEL: dict = dict(JIT, pipeline_class=_DistinctArrays)
-"""The numba options of the ConvNet's fused kernels (here and in :mod:`frd.classification.first_block`)."""
+"""The numba options of the ConvNet's fused kernels (here and in :mod:`frd.classification.distillation.first_block`)."""
 
 
 @compiled(**KERNEL)

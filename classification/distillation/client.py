@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from frd.classification.dense_conv import DENSE_MAP, dense_matrix
-from frd.classification.dp import DPConfig, clip_and_noise
-from frd.classification.first_block import FEW_CHANNELS, first_block
+from frd.classification.distillation.dense_conv import DENSE_MAP, dense_matrix
+from frd.classification.distillation.dp import DPConfig, clip_and_noise
+from frd.classification.distillation.first_block import FEW_CHANNELS, first_block
+from frd.classification.distillation.norm_block import channels_last, norm_relu_pool
 from frd.classification.models import ConvNet
-from frd.classification.norm_block import channels_last, norm_relu_pool
 from frd.errors import FrdError
 from frd.jit import JIT, compiled
 from frd.payload import FLOAT_BITS, Payload, index_bits
@@ -51,7 +51,7 @@ class DistillConfig:
         [FedDualMatch, OpenReview: "FedDM uses real data to generate synthetic images"].
     matching: ``layerwise`` = FedDualMatch's backward stages over all J layers [FedDualMatch, OpenReview];
         ``last`` = last feature layer + logits, FedDM [Xiong et al. 2023].
-    dp: the Gaussian mechanism on the image gradient (:mod:`frd.classification.dp`), or None.
+    dp: the Gaussian mechanism on the image gradient (:mod:`frd.classification.distillation.dp`), or None.
     """
 
     ipc: int = 10
@@ -465,9 +465,9 @@ def convnet_layer_outputs(model: ConvNet, x: torch.Tensor, fused: bool = True,
     """``model.layer_outputs(x)`` with the same weights and math, in CPU-friendlier kernels.
 
     ``fused`` (first derivatives only; not under ``vmap``): channels-last maps; a first block
-    reading few channels whole, image by image (:mod:`frd.classification.first_block`); each later
+    reading few channels whole, image by image (:mod:`frd.classification.distillation.first_block`); each later
     block's instance norm, ReLU and 2×2 pool in one pass on even sides
-    (:mod:`frd.classification.norm_block`); 3×3 convolutions of maps of at most ``DENSE_MAP`` pixels as
+    (:mod:`frd.classification.distillation.norm_block`); 3×3 convolutions of maps of at most ``DENSE_MAP`` pixels as
     one matrix product (:func:`_dense_conv`); a fine-tuning step of the digits ConvNet ~2.3× faster
     than with PyTorch's operators. Otherwise PyTorch's operators, with
     the 2×2 average pool, PyTorch's slowest step on these small NCHW maps (measured 4× slower
@@ -559,14 +559,14 @@ def _even(x: torch.Tensor) -> bool:
 
 def fused_norm_block(norm: nn.GroupNorm, pool: nn.AvgPool2d, conv: nn.Conv2d) -> bool:
     """Whether a block's norm and pool are instance norm and a plain 2×2 pool, which
-    :func:`frd.classification.norm_block.norm_relu_pool` fuses (on even sides)."""
+    :func:`frd.classification.distillation.norm_block.norm_relu_pool` fuses (on even sides)."""
     plain_pool = pool.kernel_size == 2 and pool.stride == 2 and pool.padding == 0
     return plain_pool and norm.num_groups == conv.out_channels
 
 
 def conv_kind(conv: nn.Conv2d, fused_norm: bool, shape: Sequence[int]) -> str:
     """How the fused pass runs a block's convolution of an [N, C, H, W] input: ``first`` (the
-    whole block image by image, :mod:`frd.classification.first_block`), ``dense`` (one matrix
+    whole block image by image, :mod:`frd.classification.distillation.first_block`), ``dense`` (one matrix
     product, :func:`_dense_conv`) or ``conv`` (oneDNN's convolution)."""
     channels, h, w = shape[1:]
     if fused_norm and _same_3x3(conv) and h % 2 == 0 and w % 2 == 0 and channels <= FEW_CHANNELS:
@@ -585,7 +585,7 @@ def _dense_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     """``F.conv2d(x, weight, bias, padding=1)`` of a channels-last map as one matrix product.
 
     The map's H·W·Cin inputs (channels-last order) times the kernel's matrix
-    (:func:`frd.classification.dense_conv.dense_matrix`); the result is channels last. Gradients reach
+    (:func:`frd.classification.distillation.dense_conv.dense_matrix`); the result is channels last. Gradients reach
     x, weight and bias.
     With ``starts``, ``weight`` and ``bias`` have a leading group axis and images
     ``starts[k]:starts[k + 1]`` take group k's.

@@ -4,8 +4,8 @@ Through autograd, a fine-tuning step of the digits ConvNet builds and walks a gr
 nodes, and each fused block is a Python ``autograd.Function`` with its context (a step: 4.1–4.2
 ms, of which the kernels below take ~3.4). Here the forward keeps what each block's backward
 needs and the backward calls the very kernels autograd would, in reverse: the fused blocks'
-(:func:`~frd.classification.first_block.images_backward`,
-:func:`~frd.classification.norm_block.images_backward`), oneDNN's convolution backward, the
+(:func:`~frd.classification.distillation.first_block.images_backward`,
+:func:`~frd.classification.distillation.norm_block.images_backward`), oneDNN's convolution backward, the
 dense product's matrix products and its adjoint, the classifier's products and PyTorch's own
 log-softmax and NLL backward kernels. So the gradients are autograd's, bit for bit (tested).
 
@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from frd.classification import first_block, norm_block
-from frd.classification.dense_conv import matrix_taps
-from frd.classification.distill_client import conv_kind, fused_norm_block
+from frd.classification.distillation import first_block, norm_block
+from frd.classification.distillation.client import conv_kind, fused_norm_block
+from frd.classification.distillation.dense_conv import matrix_taps
+from frd.classification.distillation.norm_block import channels_last, slabs
 from frd.classification.models import ConvNet
-from frd.classification.norm_block import channels_last, slabs
 
 
 def fused_plan(model: nn.Module, shape: Sequence[int]) -> list[str] | None:
