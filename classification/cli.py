@@ -123,5 +123,5 @@ def report(configs: ClsConfig | Sequence[ClsConfig], store: ResultStore, baselin
     (``frd.classification.report.summarize``, which also writes the CSVs and figures), with
     P(improvement) against ``baseline`` if given."""
     print(cls_table(summarize(configs, store, baseline)).T.to_string(header=False))
-    print(f"tables, summary.csv, accuracy_bits.csv, config and figures (accuracy_bits.png/.pdf, accuracy.png) "
+    print(f"tables, summary.csv, accuracy_bits.csv, config and figures (accuracy_bits and accuracy, .png and .pdf) "
           f"in {store.out}")

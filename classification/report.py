@@ -193,14 +193,14 @@ def accuracy_bits_figure(curves: pd.DataFrame, title: str) -> Figure:
 
 def plot_accuracy_bits(curves: pd.DataFrame, path: Path, title: str) -> None:
     """``accuracy_bits_figure`` as ``path`` (PNG) and beside it as PDF."""
-    save_figure(accuracy_bits_figure(curves, title), path, also=(".pdf",))
+    save_figure(accuracy_bits_figure(curves, title), path)
 
 
 def plot_accuracy(rounds: pd.DataFrame, runs: pd.DataFrame, path: str | Path, title: str) -> None:
-    """Test accuracy vs local iterations: median over seeds, shaded 25–75 %, one line per method
-    and model (the global model dashed). Each round has two points at the same iteration, after
-    local training and after the download, so a drop at the exchange and the recovery during local
-    training show as a sawtooth."""
+    """Test accuracy vs local iterations (``path``, PNG, and beside it PDF): median over seeds,
+    shaded 25–75 %, one line per method and model (the global model dashed). Each round has two
+    points at the same iteration, after local training and after the download, so a drop at the
+    exchange and the recovery during local training show as a sawtooth."""
     fig = Figure(figsize=(6, 4), layout="constrained")
     ax = fig.add_subplot()
     seeds = rounds["seed"].nunique()

@@ -14,12 +14,12 @@ from frd.stats import IQR
 HEADLINE = (
     Metric("runs", "runs", plot=False),
     Metric("accuracy_final_median", "device acc", lo="accuracy_final_q25", hi="accuracy_final_q75", percent=True,
-           statistic="median", interval=IQR),
+           statistic="median", interval=IQR, better="higher"),
     Metric("accuracy_best_median", "best acc", lo="accuracy_best_q25", hi="accuracy_best_q75", percent=True,
-           statistic="median", interval=IQR),
-    Metric("best_round_median", "best round", plot=False, statistic="median"),
-    Metric("bits_up_per_device_round", "bits up/device/round", log=True),
-    Metric("bits_up_total", "bits up total", log=True),
+           statistic="median", interval=IQR, better="higher"),
+    Metric("best_round_median", "best round", plot=False, statistic="median", unit="round"),
+    Metric("bits_up_per_device_round", "bits up/device/round", log=True, unit="bits", better="lower"),
+    Metric("bits_up_total", "bits up total", log=True, unit="bits", better="lower"),
 )
 """Job 3's table [issue 41]: accuracy and what it cost on the uplink."""
 

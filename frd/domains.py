@@ -52,6 +52,10 @@ class Metric:
     """What ``lo``–``hi`` is (``frd.stats.CI95`` or ``IQR``), named in the heading as ``[…]``."""
     digits: str = ""
     """How its numbers are written (a format spec: ``.2f`` for a probability); else ``frd.stats.fmt``."""
+    unit: str = ""
+    """What its numbers count (``episodes``, ``bits``; a percentage's is %), under its heading in a paper's table."""
+    better: str = ""
+    """``lower`` or ``higher``: which way is better, so that a paper's table can mark the best (``frd.tables``)."""
 
     @property
     def heading(self) -> str:

@@ -34,8 +34,9 @@ from frd.domains import Comparison, Curve, Domain, Metric, add_baseline_flag, ch
 from frd.errors import FrdError  # noqa: E402
 from frd.experiment_file import CELLS, RECORD, Experiment, read_file, shown, suggest  # noqa: E402
 from frd.frontier import Frontier, frontier_figure, frontier_table  # noqa: E402
-from frd.results import ResultStore, atomic_write_csv, method_of, save_figure  # noqa: E402
-from frd.stats import CI95, bracketed, improvement_columns  # noqa: E402
+from frd.results import ResultStore, atomic_write_csv, atomic_write_text, method_of, save_figure  # noqa: E402
+from frd.stats import CI95, IQR, bracketed, improvement_columns  # noqa: E402
+from frd.tables import FORMATS, Column, best_row, render, table_format  # noqa: E402
 
 FIGURES = "figures"
 MARKERS = "osD^vP*X"
@@ -307,9 +308,39 @@ def _compared(comparison: Comparison | None, summary: pd.DataFrame) -> list[Metr
         return []
     baseline = summary["baseline"].dropna().iloc[0] if summary["baseline"].notna().any() else None
     return [Metric(name, f"P({comparison.label(measure)} than {baseline})", f"{name}_lo", f"{name}_hi", plot=False,
-                   interval=CI95, digits=".2f")
+                   interval=CI95, digits=".2f", better="higher")
             for measure, name in comparison.measures.items()
             if baseline is not None and name in summary.columns and summary[name].notna().any()]
+
+
+def _caption(metrics: Sequence[Metric]) -> str:
+    """What a paper's table shows, in words a caption can hold: each value with its brackets, what
+    the brackets are, and what bold means (``frd.tables.best_row``)."""
+    said = [m.label + (f", {m.statistic}" if m.statistic else "") + (f" [{m.interval}]" if m.interval and m.lo else "")
+            for m in metrics if m.statistic or (m.interval and m.lo)]
+    kinds = sorted({m.interval for m in metrics if m.interval and m.lo})
+    meaning = {IQR: "[IQR]: the 25–75 % range of the runs", CI95: "[95% CI]: a 95 % bootstrap interval"}
+    text = f"Each row over its runs: {'; '.join(said)}." if said else "Each row over its runs."
+    text += "".join(f" {meaning[kind]}." for kind in kinds if kind in meaning)
+    marked = [f"{m.better} {m.label}" for m in metrics if m.better and m.lo]
+    if marked:
+        text += f" Bold: the best of its column ({'; '.join(marked)}), where its interval overlaps no other row's."
+    return text
+
+
+def paper_table(summary: pd.DataFrame, axes: Sequence[str], metrics: Sequence[Metric], form: str) -> str:
+    """The printed table as ``form`` (``frd.tables``): the same rows and values, each metric's unit
+    under its heading, the best of a column bold where its interval separates it from the rest."""
+    names = [c for c in dict.fromkeys(("experiment", *axes, "method")) if c in summary.columns]
+    columns = [Column(name, [shown(v) for v in summary[name]]) for name in names]
+    for metric in metrics:
+        lower = metric.better == "lower"
+        best = (best_row(summary[metric.column], summary[metric.lo], summary[metric.hi], lower)
+                if metric.better and metric.lo and metric.hi else None)
+        columns.append(Column(metric.label, [_format(row, metric) for _, row in summary.iterrows()],
+                              metric.unit or ("%" if metric.percent else ""), numeric=True,
+                              bold=frozenset() if best is None else frozenset({best})))
+    return render(form, columns, _caption(metrics))
 
 
 def table(summary: pd.DataFrame, axes: Sequence[str], metrics: Sequence[Metric]) -> pd.DataFrame:
@@ -324,7 +355,7 @@ def table(summary: pd.DataFrame, axes: Sequence[str], metrics: Sequence[Metric])
 
 def _save(figure: Figure, stem: Path) -> Path:
     """``stem.png`` (to look at) and ``stem.pdf`` (for papers), written together; returns ``stem``."""
-    save_figure(figure, stem.with_suffix(".png"), also=(".pdf",))
+    save_figure(figure, stem.with_suffix(".png"))
     return stem
 
 
@@ -443,11 +474,14 @@ def _curve_figure(curves: list[tuple[Cell, Curve]], names: dict[str, str], style
 
 def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
            metric_names: Sequence[str] | None = None, frontier_per: Sequence[str] = (),
-           baseline: str | None = None, pairwise: bool = False) -> pd.DataFrame:
+           baseline: str | None = None, pairwise: bool = False, table_form: str | None = None) -> pd.DataFrame:
     """Summarise ``folders`` into ``out`` (``summary.csv``, ``figures/``), print the table, return
     the numeric summary; the domain's frontiers with one front per value of ``frontier_per``'s axes;
-    P(improvement) against ``baseline`` (default the domain's), and with ``pairwise`` every method
-    against every other (``pairwise.csv``, printed)."""
+    P(improvement) against ``baseline`` (default the domain's), with ``pairwise`` every method
+    against every other (``pairwise.csv``, printed), with ``table_form`` the table for a paper
+    (``summary.tex`` or ``summary.md``: ``frd.tables``)."""
+    if table_form is not None:
+        table_format(table_form)  # before anything is read or written
     cells = [cell for folder in folders for cell in cells_of(Path(folder))]
     kinds = sorted({cell.domain for cell in cells})
     if len(kinds) > 1:
@@ -478,8 +512,13 @@ def report(folders: Sequence[Path], out: Path, by: Sequence[str] | None = None,
                                       na_position="last").reset_index(drop=True)
     atomic_write_csv(summary, out / "summary.csv")
     written = ["summary.csv"]
+    shown_axes = [names[a] for a in dict.fromkeys([*chosen, *axes])]
+    if table_form is not None:
+        paper = out / f"summary{FORMATS[table_form]}"
+        atomic_write_text(paper, paper_table(summary, shown_axes, metrics, table_form))
+        written.append(paper.name)
     with pd.option_context("display.width", 250, "display.max_columns", None, "display.max_colwidth", 60):
-        print(table(summary, [names[a] for a in dict.fromkeys([*chosen, *axes])], metrics).to_string(index=False))
+        print(table(summary, shown_axes, metrics).to_string(index=False))
         if pairwise and comparison is not None:
             front = {_group(found.cell): {**({"experiment": found.cell.source} if sources else {}),
                                           **{names[a]: v for a, v in found.cell.axes.items() if a not in found.cell.method_axes}}
@@ -536,7 +575,7 @@ def _run(args: argparse.Namespace) -> int:
         raise FrdError("reporting several folders needs --out R: where summary.csv and figures/ go")
     out = Path(args.out or args.folders[0])
     report([Path(f) for f in args.folders], out, _names(args.by), _names(args.metric), _names(args.frontier_per) or (),
-           args.baseline, args.pairwise)
+           args.baseline, args.pairwise, args.table)
     return 0
 
 
@@ -554,5 +593,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_baseline_flag(p, "the domain's: RL independent, classification none")
     p.add_argument("--pairwise", action="store_true", help="also every method against every other of the same "
                    "folder or other sweep values: P(better) [95%% CI], printed and in pairwise.csv")
+    p.add_argument("--table", metavar="|".join(FORMATS), help="also the table for a paper: booktabs LaTeX "
+                   "(R/summary.tex) or Markdown (R/summary.md), units under the headings, intervals named in the "
+                   "caption, a column's best in bold where its interval overlaps no other row's")
     p.set_defaults(run=_run)
 

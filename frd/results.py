@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping
 
 import pandas as pd
 
@@ -174,14 +174,14 @@ UNDATED = {"pdf": {"CreationDate": None}}
 """The metadata that keeps a format's file free of the time it was drawn."""
 
 
-def save_figure(figure: Any, path: Path, also: Sequence[str] = ()) -> None:
-    """A matplotlib figure as ``path`` (its suffix the format) and beside it in each format of
-    ``also`` (suffixes: ``(".pdf",)`` for papers), written together like every table; a PDF
-    without its creation date, so that a redraw of the same data gives the same bytes."""
+def save_figure(figure: Any, path: Path) -> None:
+    """A matplotlib figure as ``path`` (PNG, to look at) and beside it as PDF (for papers): every
+    figure frd writes passes here, so none is PNG only [issue 61]. Both are written together like
+    every table; the PDF without its creation date, so that a redraw of the same data gives the same bytes."""
     def writer(fmt: str) -> Callable[[Path], None]:
         return lambda tmp: figure.savefig(tmp, dpi=120, format=fmt, metadata=UNDATED.get(fmt))
 
-    atomic_write_all({p: writer(p.suffix[1:]) for p in [path, *(path.with_suffix(s) for s in also)]})
+    atomic_write_all({p: writer(p.suffix[1:]) for p in dict.fromkeys([path, path.with_suffix(".pdf")])})
 
 
 def _sha256(path: Path) -> str:

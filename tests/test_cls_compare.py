@@ -33,7 +33,7 @@ def test_a_compare_gives_each_method_s_own_runs_one_table_and_resumes(tmp_path, 
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].split() == ["method", "fl", "fd"] and printed[3].split() == ["seeds", "2", "2"]
     assert next(line for line in printed if line.startswith("total up bits")).split()[-1] == "19200"  # fd: 2 × 3 × 3200
-    for name in ("accuracy_bits.png", "accuracy_bits.pdf", "accuracy.png"):
+    for name in ("accuracy_bits.png", "accuracy_bits.pdf", "accuracy.png", "accuracy.pdf"):
         assert (both / name).stat().st_size > 0
     for method in ("fl", "fd"):
         alone = tmp_path / method

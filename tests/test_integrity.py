@@ -178,9 +178,9 @@ def test_the_refusal_to_mix_experiments_names_what_differs(tmp_path):
 
 # ---- a full disk at every write site ----
 
-WRITE_SITES = ("checkpoint.pkl", "config.json", "episodes.csv", "ledger.csv", "mission.png", "models", "parts/episodes",
-               "parts/ledger", "parts/manifest", "parts/provenance", "parts/rounds", "parts/runs", "payload.png",
-               "provenance.csv", "rounds.csv", "runs.csv", "summary.csv")
+WRITE_SITES = ("checkpoint.pkl", "config.json", "episodes.csv", "ledger.csv", "mission.pdf", "mission.png", "models",
+               "parts/episodes", "parts/ledger", "parts/manifest", "parts/provenance", "parts/rounds", "parts/runs",
+               "payload.pdf", "payload.png", "provenance.csv", "rounds.csv", "runs.csv", "summary.csv")
 """Where ``frd rl`` writes when it adds a run to a folder (``config.json``: its seeds grew)."""
 GROWN = ["rl", "--method", "frd", "--agents", "2", "--max-episodes", "8", "--period", "2", "--hidden", "8",
          "--no-progress"]

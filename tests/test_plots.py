@@ -20,13 +20,16 @@ def test_learning_curve_is_best_agent_mean_held_after_the_run_stops():
     assert np.all(curves[1, 3:] == 40)                        # held after its third episode
 
 
-def test_figures_are_written(tmp_path):
+def test_figures_are_written_as_png_and_pdf(tmp_path):
     runs = pd.DataFrame({"run_id": ["r0", "r1"], "method": "m", "seed": [0, 1], "n_agents": 2,
                          "completed": [True, False], "mission_episodes": [10, 3], "rounds": [2, 1],
                          "bits_up": [100, 50], "bits_down": [200, 100]})
     plot_mission(_episodes(), runs, tmp_path / "mission.png")
     plot_payload(runs, tmp_path / "payload.png")
-    assert (tmp_path / "mission.png").stat().st_size > 0 and (tmp_path / "payload.png").stat().st_size > 0
+    assert {p.name for p in tmp_path.iterdir()} == {"mission.png", "mission.pdf", "payload.png", "payload.pdf"}
+    for name in ("mission", "payload"):  # for papers: the PDF beside the PNG, the same figure
+        assert (tmp_path / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+        assert (tmp_path / f"{name}.pdf").read_bytes().startswith(b"%PDF")
 
 
 def _two_methods():

@@ -18,11 +18,11 @@ from frd.stats import CI95
 
 HEADLINE = (
     Metric("runs", "runs", plot=False),
-    Metric("completed_frac", "completed", percent=True),
+    Metric("completed_frac", "completed", percent=True, better="higher"),
     Metric("mission_episodes_median", "mission episodes", lo="mission_episodes_median_lo",
-           hi="mission_episodes_median_hi", statistic="median", interval=CI95),
-    Metric("bits_up_per_agent_round", "bits up/agent/round", log=True),
-    Metric("bits_up_total", "bits up until the mission", log=True),
+           hi="mission_episodes_median_hi", statistic="median", interval=CI95, unit="episodes", better="lower"),
+    Metric("bits_up_per_agent_round", "bits up/agent/round", log=True, unit="bits", better="lower"),
+    Metric("bits_up_total", "bits up until the mission", log=True, unit="bits", better="lower"),
 )
 """Job 2's table [issue 41]: per cell, the median mission episodes with its 95 % bootstrap interval,
 one agent's uplink per round, and all agents' uplink until the mission."""
