@@ -1,6 +1,10 @@
 """Shared pieces of the benchmarks: the Stable-Baselines3 reference and timing helpers."""
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
+import sys
 import time
 from collections import deque
 
@@ -59,3 +63,15 @@ def sb3_steps(timesteps: int, seed: int = 0) -> Clock:
 
 def set_threads(n: int) -> None:
     torch.set_num_threads(n)
+
+
+def frd_child(args: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds (the child and every process below it) of ``python -m frd *args`` run
+    from this checkout, its output discarded."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "frd", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env={**os.environ, "PYTHONPATH": os.getcwd()})
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

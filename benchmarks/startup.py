@@ -15,11 +15,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.common import frd_child
 from benchmarks.tidy import record
 
 TINY_RL = ["rl", "--method", "frd", "--agents", "2", "--seeds", "1", "--hidden", "8", "--max-episodes", "4",
@@ -33,13 +33,6 @@ COMMANDS = {
     "frd cls, tiny run (digits)": (TINY_CLS, True),
 }
 """Name → (arguments, whether it writes a folder)."""
-
-
-def timed(args: list[str], out: Path | None) -> float:
-    command = [sys.executable, "-m", "frd", *args, *(["--out", str(out), "--no-progress"] if out else [])]
-    start = time.perf_counter()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": os.getcwd()})
-    return time.perf_counter() - start
 
 
 HEAVY = ("torch", "numba", "matplotlib", "pandas", "sklearn", "scipy", "gymnasium", "stable_baselines3", "ray", "flwr")
@@ -66,7 +59,8 @@ def main() -> None:
         for repeat in range(args.repeats):
             for name, (command, writes) in COMMANDS.items():
                 out = Path(tmp) / f"{len(rows)}" if writes else None
-                rows.append(dict(command=name, repeat=repeat, wall_s=timed(command, out)))
+                flags = ["--out", str(out), "--no-progress"] if out else []
+                rows.append(dict(command=name, repeat=repeat, wall_s=frd_child([*command, *flags])[0]))
         print(imports(Path(tmp) / "imports").round(2).to_string())
     frame = pd.DataFrame(rows)
     print(frame.groupby("command", sort=False)["wall_s"].median().round(2).to_string())

@@ -12,16 +12,12 @@ both alike; medians over repeats. The tables of every variant must equal those o
 from __future__ import annotations
 
 import argparse
-import os
-import resource
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.common import frd_child
 from benchmarks.tidy import record
 
 WORKLOADS = {
@@ -30,17 +26,6 @@ WORKLOADS = {
 }
 """The README's mission experiment (recipe 1, 2 agents), and two classification methods on digits."""
 TABLES = ("runs", "ledger", "rounds", "episodes")
-
-
-def timed(command: list[str], out: Path) -> tuple[float, float]:
-    """Wall and CPU seconds (the child and every process below it) of ``frd *command``."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "frd", *command, "--out", str(out), "--no-progress"], check=True,
-                   stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": os.getcwd()})
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def tables(out: Path) -> dict[str, pd.DataFrame]:
@@ -63,7 +48,8 @@ def main() -> None:
                 reference = None
                 for workers in (1, args.workers):
                     out = Path(tmp) / f"{workload}-{workers}-{repeat}"
-                    wall, cpu = timed([*WORKLOADS[workload], "--workers", str(workers)], out)
+                    wall, cpu = frd_child([*WORKLOADS[workload], "--workers", str(workers), "--out", str(out),
+                                           "--no-progress"])
                     got = tables(out)
                     reference = reference or got
                     for name, frame in reference.items():

@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 
 from frd.errors import FrdError
 from frd.flower.spec import RUN_CONFIG_KEY
+from frd.workers import PR_SET_PDEATHSIG
 
 ROOT = Path(__file__).resolve().parents[2]
 HYGIENE = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
@@ -124,8 +125,6 @@ def warm_command(app: str, port: int, parent_pid: int) -> list[str]:
             "--parent-pid", str(parent_pid)]
 
 
-PR_SET_PDEATHSIG = 1
-"""prctl(2) option: the signal this process gets when the thread that started it ends."""
 
 
 def end_with_parent() -> Callable[[], None] | None:
