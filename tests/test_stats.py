@@ -36,6 +36,9 @@ def test_stratified_bootstrap_resamples_each_stratum_on_its_own():
     the stratum means is the same in every draw."""
     lo, hi = stratified_bootstrap(lambda s: np.mean([x.mean() for x in s]), [np.full(3, 1.0), np.full(7, 5.0)])
     assert lo == hi == 3.0
+    lo, hi = stratified_bootstrap(lambda s: (s[0].mean(axis=1) + s[1].mean(axis=1)) / 2,
+                                  [np.full(3, 1.0), np.full(7, 5.0)], batched=True)  # a resample per row
+    assert lo == hi == 3.0
 
 
 def test_probability_of_improvement_on_a_constructed_case():
