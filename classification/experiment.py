@@ -2,6 +2,7 @@
 run saved as it finishes."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -14,7 +15,7 @@ from frd.classification.data import load_dataset
 from frd.classification.runner import build_run
 from frd.classification.runs import RUNS
 from frd.classification.series import tensorboard_series
-from frd.results import ResultStore, run_id
+from frd.results import ResultStore, resumed, run_id
 from frd.tensorboard import live_logger
 
 
@@ -40,6 +41,10 @@ def run_experiment(configs: ClsConfig | Sequence[ClsConfig], out_dir: str | Path
     store = ResultStore(out_dir, backend.record(experiment_record(configs)), key)
     done = store.finished()  # verified once: it reads every part
     todo = [(c, s) for c in configs for s in c.run_seeds if run_id(c.method, s) not in done]
+    total = sum(len(c.run_seeds) for c in configs)
+    note = resumed(total - len(todo), total, store.out)
+    if progress and note:
+        print(note, file=sys.stderr)
     try:
         if todo:
             with tqdm(total=len(todo) * first.rounds, disable=not progress, unit="round",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from frd import plugins, report, sweep
 from frd.domains import domains
@@ -28,9 +28,13 @@ class _Parser(argparse.ArgumentParser):
     """The domains' experiment commands (``frd rl``, ``frd cls``): a command line of one may sweep."""
     run_command: argparse.ArgumentParser
     """``frd run``'s parser: the flags of an experiment command after its file override the file."""
+    owners: Mapping[str, list[str]]
+    """Each long flag of every command, and the commands (``frd cls``) that have it: an unknown
+    flag that is another command's names that command (``build_parser`` fills it)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+        self.owners = {}
 
     def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other bad input
         self.exit(2, f"frd: error: {message} (see --help)\n")
@@ -54,7 +58,14 @@ class _Parser(argparse.ArgumentParser):
             flag = arg.split("=", 1)[0]
             number = arg[1:2] in "0123456789."  # -1, -.5, and grid bounds like -2.4,2.4 are values
             if arg.startswith("-") and not number and flag not in self._option_string_actions:
-                self.error(unknown_flag(flag, self._option_string_actions))
+                self.error(self._elsewhere(flag, unknown_flag(flag, self._option_string_actions)))
+
+    def _elsewhere(self, flag: str, message: str) -> str:
+        """``message``, then the other commands that have ``flag`` (``--rounds is a flag of frd cls``)."""
+        others = [command for command in self.owners.get(flag, []) if command != self.prog]
+        if not others:
+            return message
+        return f"{message}{' ' if message.endswith('?') else '; '}{flag} is a flag of {', '.join(others)}"
 
 
 def build_parser() -> _Parser:
@@ -72,7 +83,50 @@ def build_parser() -> _Parser:
     flower_cli.register(sub)
     register_export(sub)
     register_eval(sub)
+    _share_owners(parser, _flag_owners(parser))
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every command's parser under ``parser`` (``frd flower link`` too), depth first."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # an alias is the same parser
+                found += [sub, *_commands(sub)]
+    return found
+
+
+def _flag_owners(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """Each long flag and the commands that take it, by their ``prog`` (``frd cls``). A command
+    whose flags follow its ``--method`` (``frd flower sim``) has those of an experiment command,
+    named there already."""
+    owners: dict[str, list[str]] = {}
+    for command in _commands(parser):
+        if getattr(command, "delegate", None) is None:
+            for flag in command._option_string_actions:
+                if flag.startswith("--") and flag != "--help":
+                    owners.setdefault(flag, []).append(command.prog)
+    return owners
+
+
+def _share_owners(parser: _Parser, owners: Mapping[str, list[str]]) -> None:
+    """Hand ``owners`` to every command's parser, and to those a ``delegate`` builds."""
+    for command in [parser, *_commands(parser)]:
+        if isinstance(command, _Parser):
+            command.owners = owners
+            if command.delegate is not None:
+                command.delegate = _owning(command.delegate, owners)
+
+
+def _owning(delegate: Callable[[list[str]], argparse.ArgumentParser],
+            owners: Mapping[str, list[str]]) -> Callable[[list[str]], argparse.ArgumentParser]:
+    def build(args: list[str]) -> argparse.ArgumentParser:
+        built = delegate(args)
+        if isinstance(built, _Parser):
+            built.owners = owners
+        return built
+    return build
 
 
 Swept = tuple[dict[str, list[str]], list[str]]

@@ -233,6 +233,15 @@ def method_of(rid: str) -> str:
     return rid.rsplit("-seed", 1)[0]
 
 
+def resumed(done: int, total: int, out: str | Path) -> str | None:
+    """What a rerun says once, on stderr, when ``out`` already holds ``done`` of its ``total`` runs
+    (None when it holds none): why it has less to do than the first time, before its progress bar."""
+    if done <= 0:
+        return None
+    rest = total - done
+    return f"frd: {done} of {total} runs already done in {out}; " + (f"running the other {rest}" if rest else "nothing to run")
+
+
 @dataclass(frozen=True)
 class ResumeKey:
     """What must match for a folder to be resumed: the fields every method shares, and per

@@ -11,15 +11,18 @@ so ``torch.load(path, weights_only=True)`` reads it::
 ``metadata`` holds what rebuilds each network (the domain's own keys); each state dict loads into
 a plain torch module. ``frd eval OUT`` hands a folder's saved models to the domain named in them,
 which scores them, and writes its rows as ``OUT/eval.csv``; of an experiment record, each cell's
-(``frd.report.recorded_cells``), and all of them in the record's ``eval.csv``.
+(``frd.report.recorded_cells``), and all of them in the record's ``eval.csv``. ``--run ID`` scores
+that run alone (of a record, in every cell that holds it), so one run is checked without playing
+the others; an id naming no finished run is refused, listing some that exist.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 import pandas as pd
 
@@ -53,6 +56,8 @@ class EvalRequest:
     episodes: int | None = None
     seed: int | None = None
     video: Path | None = None
+    run: str | None = None
+    """Score only this run (a ``run_id`` of ``runs.csv``): the domain is handed its models alone."""
 
 
 def models_file(domain: str, metadata: Mapping[str, Any], state_dicts: Mapping[str, Mapping[str, torch.Tensor]]) -> bytes:
@@ -94,7 +99,14 @@ def _scores(out: Path, request: EvalRequest) -> tuple[pd.DataFrame, str]:
         raise FrdError(f"{out} is not a results folder of frd (it has no config.json)")
     store = ResultStore.existing(out)
     found = sorted(p.stem for p in (out / MODELS).glob("*.pt"))
-    finished = store.verified(left_out="is left out") if found else {}
+    finished = store.verified(left_out="is left out") if found or request.run is not None else {}
+    if request.run is not None:
+        if request.run not in finished:
+            raise FrdError(f"--run {request.run} names no finished run of {out}{_some(request.run, finished)}")
+        if request.run not in found:
+            raise FrdError(f"run {request.run} of {out} saved no models ({MODELS}/{request.run}.pt): runs saved by "
+                           "an older frd or over Flower (RL) keep none; rerun it into a new --out")
+        found = [request.run]
     paths = [store.models(rid) for rid in found if rid in finished]
     if not paths:
         raise FrdError(f"{out} holds no saved models of finished runs ({MODELS}/<run_id>.pt): runs saved by an "
@@ -117,12 +129,27 @@ def evaluate_record(out: Path, request: EvalRequest, cells: Sequence[Cell]) -> l
 
     if not cells:
         raise FrdError(f"{out} holds no finished runs yet")
+    if request.run is not None:  # the cells that hold the run; in none, the ids they hold
+        held = [set(ResultStore.existing(cell.folder).verified(left_out="is left out")) for cell in cells]
+        cells = [cell for cell, runs in zip(cells, held) if request.run in runs]
+        if not cells:
+            every = set().union(*held)
+            raise FrdError(f"--run {request.run} names no finished run in any cell of {out}{_some(request.run, every)}")
     scored = [(cell, *_scores(cell.folder, request)) for cell in cells]
     for cell, frame, _ in scored:
         atomic_write_csv(frame, cell.folder / EVAL_TABLE)
     atomic_write_csv(pd.concat([with_axes(frame, cell, False) for cell, frame, _ in scored], ignore_index=True),
                      out / EVAL_TABLE)
     return scored
+
+
+def _some(wanted: str, ids: Collection[str], shown: int = 5) -> str:
+    """``; it holds a, b, … (n runs)``: the ids spelt most like ``wanted`` first, then in order."""
+    if not ids:
+        return "; it holds no finished runs yet"
+    ordered = list(dict.fromkeys([*difflib.get_close_matches(wanted, sorted(ids), n=3), *sorted(ids)]))
+    more = f", … ({len(ordered)} runs)" if len(ordered) > shown else ""
+    return f"; it holds {', '.join(ordered[:shown])}{more}"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -132,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     from frd.report import recorded_cells
 
-    request = EvalRequest(args.episodes, args.seed, None if args.video is None else Path(args.video))
+    request = EvalRequest(args.episodes, args.seed, None if args.video is None else Path(args.video), args.run_id)
     cells = recorded_cells(out)
     if cells is None:
         print(evaluate(out, request)[1])
@@ -153,6 +180,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=int, metavar="N", help="RL: episodes per agent and way of acting (default 100)")
     p.add_argument("--seed", type=int, metavar="S",
                    help="RL: seed of the episodes' first states and of the sampled actions (default 0)")
+    p.add_argument("--run", dest="run_id", metavar="ID", help="score only this run (a run_id of runs.csv, e.g. frd-seed3; of an "
+                   f"experiment, in every cell that holds it); OUT/{EVAL_TABLE} then holds its rows alone")
     p.add_argument("--video", metavar="DIR", help="RL: also record each agent's first greedy episode in DIR "
                    "(gymnasium's RecordVideo; needs moviepy)")
     p.set_defaults(run=_run)

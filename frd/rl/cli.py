@@ -12,6 +12,7 @@ import pandas as pd
 
 from frd.backends import add_backend_arguments, backend_from_args
 from frd.domains import add_baseline_flag
+from frd.errors import FrdError
 from frd.options import add_config_flags, add_option_flags, add_out_flag, given_config, given_options
 from frd.rl.config import NOT_FLAGS, RLConfig, rl_config
 from frd.rl.experiment import run_experiment
@@ -39,6 +40,17 @@ def config_from_args(args: argparse.Namespace, methods: tuple[str, ...] | str) -
     return rl_config(methods, **given_config(args, RLConfig, skip=NOT_FLAGS), **given_options(args))
 
 
+def one_method(method: str) -> tuple[str]:
+    """``frd rl``'s ``--method``: one name; a list is ``frd compare``'s, named as such (not as an unknown method)."""
+    listed = [m.strip() for m in method.split(",") if m.strip()]
+    if len(listed) > 1:
+        raise FrdError(f"frd rl runs one method, got --method {method}; for several on the same seeds: "
+                       f"frd compare --methods {','.join(listed)}")
+    if "," in method and listed:
+        raise FrdError(f"frd rl runs one method, got --method {method}; did you mean --method {listed[0]}?")
+    return (method,)
+
+
 def _run(args: argparse.Namespace, methods: tuple[str, ...] | str) -> int:
     summary = run_experiment(config_from_args(args, methods), args.out, progress=not args.no_progress,
                              single_agent_reference=args.single_agent_reference, backend=backend_from_args(args),
@@ -61,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rl = sub.add_parser("rl", help="train agents with one exchange method")
     rl.add_argument("--method", default="independent", help=f"one of {names}")
     add_common_arguments(rl)
-    rl.set_defaults(run=lambda a: _run(a, (a.method,)))
+    rl.set_defaults(run=lambda a: _run(a, one_method(a.method)))
     cmp = sub.add_parser("compare", help="several exchange methods on the same seeds, one table each")
     cmp.add_argument("--methods", default="frd,pd,frl,independent", help=f"comma-separated, from {names}")
     add_common_arguments(cmp)

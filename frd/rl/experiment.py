@@ -1,6 +1,7 @@
 """One RL experiment end to end: configs → batched runs → saved tables → summary and plots."""
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from tqdm import tqdm
 
 from frd.backends import LOCAL, Executor
 from frd.domains import check_baseline
-from frd.results import ResultStore, atomic_write_csv, run_id
+from frd.results import ResultStore, atomic_write_csv, resumed, run_id
 from frd.rl.checkpoint import BatchCheckpoint
 from frd.rl.config import RLConfig
 from frd.rl.plots import plot_mission, plot_payload
@@ -53,6 +54,9 @@ def run_experiment(config: RLConfig, out_dir: str | Path, progress: bool = True,
     done = store.finished()
     todo = [(m, s) for m in config.methods for s in seeds if run_id(m, s) not in done]
     total = len(config.methods) * config.seeds
+    note = resumed(total - len(todo), total, store.out)
+    if progress and note:
+        print(note, file=sys.stderr)
     try:
         with tqdm(total=total, initial=total - len(todo), desc="runs", unit="run", disable=not progress) as bar:
             def finished(tables: dict[str, pd.DataFrame]) -> None:
