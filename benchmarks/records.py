@@ -29,6 +29,13 @@ RUN_COLUMNS = ["run_id", "method", "seed", "n_agents", "completed", "mission_epi
                "bits_up", "bits_down"]
 """The flat record's columns that are a run's ``runs.csv`` row [those of the RL runs tables the
 studies were run with; later columns, e.g. ``algorithm``, are left to the cells' own tables]."""
+CLOCK_COLUMNS = ["mission_sim_s", "sim_s"]
+"""The virtual clock's runs.csv columns (``frd.clock``): in a flat record when its runs have them."""
+
+
+def run_columns(runs: pd.DataFrame) -> list[str]:
+    """``RUN_COLUMNS``, and the clock's where ``runs`` has them (records written before it have not)."""
+    return RUN_COLUMNS + [c for c in CLOCK_COLUMNS if c in runs]
 CELL = "cell."
 """Prefix of a flat table's axis columns."""
 PROVENANCE = ["python", "frd", "torch", "numba", "gymnasium", "numpy", "pandas", "stable-baselines3", "scikit-learn",
@@ -110,7 +117,7 @@ def flatten(experiment_file: Path, out: Path) -> pd.DataFrame:
         runs = store.read("runs")
         where = store.read("provenance").set_index("run_id").reindex(runs["run_id"]).reset_index(drop=True)
         axes = {axis: [value] * len(runs) for axis, value in values.items() if axis not in RUN_COLUMNS}  # method: the run's
-        frames.append(pd.concat([pd.DataFrame(axes), runs[RUN_COLUMNS], where.reindex(columns=PROVENANCE)], axis=1))
+        frames.append(pd.concat([pd.DataFrame(axes), runs[run_columns(runs)], where.reindex(columns=PROVENANCE)], axis=1))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -170,7 +177,7 @@ def convert(record: Path, experiment_file: Path, out: Path) -> int:
     runs = pd.read_csv(record)
     axes = [axis for axis in read_file(experiment_file)[2] if axis != SKIP_KEY]
     cell = runs[axes].add_prefix(CELL)
-    return _convert({"runs": [pd.concat([cell, runs[RUN_COLUMNS]], axis=1)],
+    return _convert({"runs": [pd.concat([cell, runs[run_columns(runs)]], axis=1)],
                      "provenance": [pd.concat([cell, runs[["run_id"]], runs.reindex(columns=PROVENANCE)], axis=1)]},
                     experiment_file, out)
 

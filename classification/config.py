@@ -8,6 +8,7 @@ from frd.channel import CHANNELS, check_channel
 from frd.classification.data import DATASETS
 from frd.classification.models import MODELS
 from frd.classification.partitions import PARTITIONS, PartitionSpec, default_min_samples
+from frd.clock import CLOCK_DEFAULTS, DEVICE_FLOPS, SERVER_FLOPS, ClockSettings
 from frd.codecs.link import CodecSettings
 from frd.errors import FrdError
 from frd.options import NoOptions, options_key
@@ -24,7 +25,8 @@ NOT_IN_RESUME_KEY = ("method", "seeds", "first_seed", "threads", "data_dir", "do
 """Fields that do not change a seed's results, or enter the key elsewhere: the method names its
 part of the key, which holds its options, so that one folder gathers several methods."""
 ADDED_LATER = {"clients_per_round": None, "fraction": None, "min_clients": 1, "shards_per_client": 2,
-               "codec_up": "fp32", "codec_down": "fp32", "error_feedback": False, "compress": "update"}
+               "codec_up": "fp32", "codec_down": "fp32", "error_feedback": False, "compress": "update",
+               **CLOCK_DEFAULTS}
 """Fields added after results were saved, with their defaults: in the resume key only when set
 otherwise, so folders written before them still resume."""
 RETIRED = ("method",)
@@ -104,6 +106,16 @@ class ClsConfig:
     """Devices add what their uplink codec dropped from their weights to their next upload (a lossy codec-up)."""
     compress: str = "update"
     """Weights under a codec: the update from what the device last received (update), or the weights themselves."""
+    speed_spread: float = 0.0
+    """σ of each device's lognormal rate around --device-flops (0: every device alike; ``frd.clock``)."""
+    availability: float = 1.0
+    """Probability that a device is online for a round, in (0, 1]; the sampled devices offline sit it out."""
+    round_policy: str = "sync"
+    """How a round closes: sync (the last upload in) or deadline:<s> (later uploads left out, marked late)."""
+    device_flops: float = DEVICE_FLOPS
+    """A device's median rate in FLOP/s on the virtual clock [our choice, ``frd.clock.DEVICE_FLOPS``]."""
+    server_flops: float = SERVER_FLOPS
+    """The server's rate in FLOP/s [our choice, ``frd.clock.SERVER_FLOPS``]."""
     seeds: int = 20
     """Runs: seeds first_seed … first_seed+seeds−1 [our choice: 20, ``frd rl``'s default, so that the
     summary's quartiles and intervals mean something; ``--seeds 1`` for a quick look]."""
@@ -144,9 +156,14 @@ class ClsConfig:
         self._check_participation()
         check_channel(self.channel, self.channel_options)
         self.codecs().validate(sends_floats=True)
+        self.clock().validate()
 
     def codecs(self) -> CodecSettings:
         return CodecSettings(self.codec_up, self.codec_down, self.error_feedback, self.compress)
+
+    def clock(self) -> ClockSettings:
+        return ClockSettings(self.speed_spread, self.availability, self.round_policy, self.device_flops,
+                             self.server_flops)
 
     def _check_participation(self) -> None:
         check_participation(self.devices, self.clients_per_round, self.fraction, total_flag="--devices",

@@ -61,6 +61,9 @@ class RemoteMethod(Method):
     def local_train(self, round_: int) -> None:
         self.exchange.gather(round_)
 
+    def local_flops(self) -> float | None:
+        return self.inner.local_flops()
+
     def upload(self, device: int) -> Payload:
         return self.exchange.upload(device)
 

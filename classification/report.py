@@ -20,6 +20,10 @@ IMPROVEMENTS = {"accuracy": "p_improvement"}
 """runs.csv column → the summary column of P(higher than the baseline's) on it: the final accuracy."""
 
 
+ACCURACY_TARGETS = (0.85, 0.90)
+"""Accuracies whose time on the virtual clock the summary reports [our choice: the clock study's targets]."""
+
+
 def cls_summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
     """One numeric row per (method, dataset, partition), in the order of ``runs``; accuracies are
     fractions in [0, 1], and names follow ``frd.rl.summary.rl_summary`` where the idea is the same.
@@ -42,7 +46,11 @@ def cls_summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame, 
     ``bits_up_per_device_round``/``bits_down_per_device_round``: one device's payload per
     training round (the mean over the ledger's transfers of rounds ≥ 1, all seeds);
     ``bits_up_total``/``bits_down_total``: all devices and rounds of a run, setup included
-    (median over seeds); ``compute_seconds``/``comm_seconds``: per run, median over seeds."""
+    (median over seeds); ``compute_seconds`` (this machine's time) and ``comm_seconds`` (the channel's): per
+    run, median over seeds. On the virtual clock (``frd.clock``): ``sim_seconds`` (a run's end, median over
+    seeds), and per target a of ``ACCURACY_TARGETS``, ``time_to_<a%>_median`` (the virtual seconds at the
+    first download after which the reported model reached a; a seed that never did counts as never, so the
+    median is NaN once half the seeds miss it) and ``time_to_<a%>_reached`` (the share of seeds that did)."""
     after = rounds[(rounds["phase"] == "exchanged") & (rounds["round"] >= 1)]
     base = runs[runs["method"] == baseline]
     rows = []
@@ -68,8 +76,35 @@ def cls_summary(runs: pd.DataFrame, rounds: pd.DataFrame, ledger: pd.DataFrame, 
             **{f"bits_{d}_per_device_round": float(per_round.get(d, 0)) for d in DIRECTIONS},
             **{f"bits_{d}_total": group[f"bits_{d}"].median() for d in DIRECTIONS},
             "compute_seconds": group["compute_s"].median(), "comm_seconds": group["comm_s"].median(),
+            "sim_seconds": group["sim_s"].median() if "sim_s" in group else np.nan,
+            **time_to_targets([after[after["run_id"] == rid] for rid in group["run_id"]]),
         })
     return pd.DataFrame(rows)
+
+
+def time_to_targets(runs_after: list[pd.DataFrame]) -> dict[str, float]:
+    """``time_to_<a%>_median`` and ``_reached`` over runs, each run given by its ``exchanged`` rows."""
+    columns = {}
+    for target in ACCURACY_TARGETS:
+        times = []
+        for after in runs_after:
+            model = reported_curve(after)[0]
+            rows = after[(after["device"] != GLOBAL) == (model == "device")].sort_values("round")
+            reached = rows[rows["accuracy"] >= target]
+            times.append(float(reached["sim_s"].iloc[0]) if len(reached) and "sim_s" in rows else np.inf)
+        median = float(np.median(times)) if times else np.nan
+        name = f"time_to_{round(100 * target)}"
+        columns.update({f"{name}_median": median if np.isfinite(median) else np.nan,
+                        f"{name}_reached": float(np.mean(np.isfinite(times))) if times else np.nan})
+    return columns
+
+
+def time_to_text(row: pd.Series, target: float) -> str:
+    """``0.42 (90%)``: the median virtual seconds to ``target`` and the share of seeds that reached it."""
+    name = f"time_to_{round(100 * target)}"
+    if f"{name}_reached" not in row or not np.isfinite(row[f"{name}_reached"]):  # a summary saved before the clock
+        return "–"
+    return f"{fmt(row[f'{name}_median'])} ({row[f'{name}_reached']:.0%})"
 
 
 def spread(prefix: str, values: pd.Series) -> dict[str, float]:
@@ -138,6 +173,8 @@ def cls_table(summary: pd.DataFrame) -> pd.DataFrame:
         "up bits/dev/round": fmt(row["bits_up_per_device_round"]),
         "down bits/dev/round": fmt(row["bits_down_per_device_round"]),
         "total up bits": fmt(row["bits_up_total"]), "total down bits": fmt(row["bits_down_total"]),
+        **{f"virtual s to {round(100 * a)} %, median (reached)": time_to_text(row, a) for a in ACCURACY_TARGETS},
+        "virtual s": fmt(row.get("sim_seconds", np.nan)),
         "compute s": fmt(row["compute_seconds"]), "comm s": fmt(row["comm_seconds"]),
     } for _, row in summary.iterrows()])
 

@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 LEDGER_COLUMNS = [
-    "run_id", "round", "participant", "direction", "kind", "entries", "bits", "latency_s", "delivered",
+    "run_id", "round", "participant", "direction", "kind", "entries", "bits", "latency_s", "delivered", "sim_s", "late",
 ]
+"""``sim_s``: when the transfer arrived on the virtual clock (``frd.clock``; NaN without one); ``late``:
+an upload that came after its round's deadline and was left out of the aggregate."""
 
 
 @dataclass
@@ -17,10 +19,12 @@ class Ledger:
     rows: list[dict] = field(default_factory=list)
 
     def record(self, run_id: str, round_: int, participant: int, direction: str, kind: str,
-               entries: int, bits: int, latency_s: float = 0.0, delivered: bool = True) -> None:
+               entries: int, bits: int, latency_s: float = 0.0, delivered: bool = True, *,
+               sim_s: float = float("nan"), late: bool = False) -> None:
         self.rows.append(dict(run_id=run_id, round=round_, participant=participant,
                               direction=direction, kind=kind, entries=int(entries), bits=int(bits),
-                              latency_s=float(latency_s), delivered=bool(delivered)))
+                              latency_s=float(latency_s), delivered=bool(delivered), sim_s=float(sim_s),
+                              late=bool(late)))
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=LEDGER_COLUMNS)

@@ -27,6 +27,10 @@ class Stream(IntEnum):
     CODEC = 0xC0DEC
     # Channel: mixed with the channel's own seed for the fading draws
     FADING = 0xC4A77E1
+    # Virtual clock (both domains, ``frd.clock``): a device's rate, derive_seed(run seed, DEVICES, participant);
+    # who is online for a round, derive_seed(run seed, AVAILABILITY, round)
+    DEVICES = 0xDE71CE
+    AVAILABILITY = 0xA7A1
     # Classification: derive_seed(run seed, key, …)
     CLS_PARTITION = 1
     CLS_INIT = 2

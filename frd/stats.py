@@ -196,9 +196,12 @@ def improvement_columns(mine: pd.DataFrame, theirs: pd.DataFrame, measures: Mapp
     """Per measure (a ``runs.csv`` column → the summary column it fills), P(a run of ``mine``
     better than one of ``theirs``) and its 95 % interval as ``name``, ``name_lo``, ``name_hi``
     (``improvement_ci``): one function for a summary's rows, a report's and its pairwise table,
-    so that they agree. NaN where ``theirs`` has no runs."""
+    so that they agree. NaN where ``theirs`` has no runs, or the runs lack the measure."""
     columns = {}
     for measure, name in measures.items():
+        if measure not in mine or measure not in theirs:  # runs saved before the measure existed
+            columns.update({name: np.nan, f"{name}_lo": np.nan, f"{name}_hi": np.nan})
+            continue
         p, lo, hi = improvement_ci(mine[measure], theirs[measure], lower_is_better=lower_is_better)
         columns.update({name: p, f"{name}_lo": lo, f"{name}_hi": hi})
     return columns

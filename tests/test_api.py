@@ -22,9 +22,12 @@ RL_COLUMNS = ["method", "agents", "runs", "completed_frac", "all_agents_complete
               "mission_episodes_q25", "mission_episodes_q75", "mission_episodes_median_lo", "mission_episodes_median_hi",
               "mission_episodes_iqm", "mission_episodes_iqm_lo", "mission_episodes_iqm_hi", "baseline", "p_improvement",
               "p_improvement_lo", "p_improvement_hi", "p_improvement_all_agents", "p_improvement_all_agents_lo",
-              "p_improvement_all_agents_hi", "all_agents_episodes_iqm", "all_agents_episodes_iqm_lo",
+              "p_improvement_all_agents_hi", "p_improvement_sim_s", "p_improvement_sim_s_lo", "p_improvement_sim_s_hi",
+              "all_agents_episodes_iqm", "all_agents_episodes_iqm_lo",
               "all_agents_episodes_iqm_hi", "slowest_agent_episodes", "median_agent_episodes", "env_steps", "rounds",
-              "seconds", "comm_seconds", "bits_up_per_agent_round", "bits_down_per_agent_round", "bits_up_total",
+              "mission_sim_s_median", "mission_sim_s_median_lo", "mission_sim_s_median_hi", "mission_sim_s_iqm",
+              "mission_sim_s_iqm_lo", "mission_sim_s_iqm_hi", "cpu_seconds", "comm_seconds", "bits_up_per_agent_round",
+              "bits_down_per_agent_round", "bits_up_total",
               "bits_down_total", "bits_per_agent_total"]
 CLS_COLUMNS = ["method", "dataset", "partition", "runs", "parameters", "iterations", "accuracy_final_median",
                "accuracy_final_q25", "accuracy_final_q75", "accuracy_final_median_lo", "accuracy_final_median_hi",
@@ -34,7 +37,8 @@ CLS_COLUMNS = ["method", "dataset", "partition", "runs", "parameters", "iteratio
                "best_round_q75", "accuracy_after_local_median", "accuracy_after_local_median_lo",
                "accuracy_after_local_median_hi", "accuracy_global_median", "baseline", "p_improvement", "p_improvement_lo",
                "p_improvement_hi", "bits_up_per_device_round",
-               "bits_down_per_device_round", "bits_up_total", "bits_down_total", "compute_seconds", "comm_seconds"]
+               "bits_down_per_device_round", "bits_up_total", "bits_down_total", "compute_seconds", "comm_seconds",
+               "sim_seconds", "time_to_85_median", "time_to_85_reached", "time_to_90_median", "time_to_90_reached"]
 
 
 def _numeric(summary: pd.DataFrame, text: list[str]) -> None:
@@ -117,7 +121,7 @@ def test_rl_summary_by_hand():
     assert (frd_row["mission_episodes_q25"], frd_row["mission_episodes_q75"]) == (17.5, 32.5)
     assert frd_row["mission_episodes_iqm"] == 25 and frd_row["p_improvement"] == 1.0  # every frd run beats every one alone
     assert frd_row["bits_up_per_agent_round"] == 100, "400 bits / 2 rounds / 2 agents; a run of 0 rounds left out"
-    assert frd_row["bits_up_total"] == 600 and frd_row["env_steps"] == 250 and frd_row["seconds"] == 1.5
+    assert frd_row["bits_up_total"] == 600 and frd_row["env_steps"] == 250 and frd_row["cpu_seconds"] == 1.0
     assert np.isnan(frd_row["slowest_agent_episodes"]) and np.isnan(alone["p_improvement"])
 
 

@@ -20,8 +20,11 @@ CASES = {  # the fused CartPole path, Acrobot's lockstep path, and two learner g
     "codecs": dict(methods=("frl", "pd", "frd"), env_id="CartPole-v1", hidden=8, activation="relu", max_episodes=40,
                    target=35.0, window=3, period=5, until="all", codec_up="topk:0.2+q4", codec_down="q8",
                    error_feedback=True),  # residuals and references are the batch's state too
+    "clock": dict(methods=("frl", "pd", "frd"), env_id="CartPole-v1", hidden=8, activation="relu", max_episodes=40,
+                  target=35.0, window=3, period=5, until="all", speed_spread=0.8,
+                  round_policy="deadline:9e-5"),  # unequal devices, late uploads: the clocks are the batch's state
 }
-CUTS = {"cartpole": (7, 8), "acrobot": (100, 150), "widths": (78, 90), "codecs": (7, 8)}
+CUTS = {"cartpole": (7, 8), "acrobot": (100, 150), "widths": (78, 90), "codecs": (7, 8), "clock": (7, 8)}
 """Safe points of the save and of the cut: CartPole and widths runs finish before the save (2
 and 3 runs), between it and the cut (5 and 5) and after (8 and 1); Acrobot's untrained episodes
 all last ~500 steps, so its runs all finish after the cut. (A fused CartPole safe point comes

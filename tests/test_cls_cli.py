@@ -57,7 +57,7 @@ def test_a_run_prints_the_summary_and_saves_tables_config_and_plot(tmp_path, cap
         assert (out / name).stat().st_size > 0
     rounds = pd.read_csv(out / "rounds.csv")
     assert list(rounds.columns) == ["run_id", "seed", "round", "phase", "device", "iteration", "accuracy", "loss",
-                                    "compute_s", "comm_s"]
+                                    "compute_s", "comm_s", "sim_s"]
     assert sorted(rounds["seed"].unique()) == [0, 1] and len(rounds) == 2 * (1 + 2 * 2)
     phases = rounds[rounds["seed"] == 0][["round", "phase"]].values.tolist()
     assert phases == [[0, "exchanged"], [1, "local"], [1, "exchanged"], [2, "local"], [2, "exchanged"]]

@@ -36,7 +36,7 @@ TINY_FILE = 'domain = "rl"\nmethod = "frd"\nagents = 2\nseeds = 2\nmax_episodes 
 TINY_ARGS = ["--method", "frd", "--agents", "2", "--seeds", "2", "--max-episodes", "30", "--period", "10", "--hidden", "8",
              "--no-progress"]
 TABLES = ("runs", "episodes", "ledger", "rounds")
-TIMINGS = ("compute_s", "comm_s", "seconds", "comm_seconds")
+TIMINGS = ("compute_s", "comm_s", "cpu_seconds", "comm_seconds")
 """Wall-clock columns: the only ones two runs of one config may differ in."""
 
 

@@ -56,7 +56,21 @@ def cls_configs(methods: str | Sequence[str], paper: bool = False, **values: Any
     own = {k: v for k, v in values.items() if k not in COMMON_FIELDS}
     presets = {m: getattr(klass.Options, "PAPER", {}) for m, klass in CLS_METHODS.items()} if paper else None
     options = build_options(CLS_METHODS, names, own, presets)
-    return tuple(ClsConfig(**{**(PAPER if paper else {}), **common, "method": m, "options": options[m]}) for m in names)
+    configs = tuple(ClsConfig(**{**(PAPER if paper else {}), **common, "method": m, "options": options[m]})
+                    for m in names)
+    for config in configs:
+        check_clock(config)
+    return configs
+
+
+def check_clock(config: ClsConfig) -> None:
+    """The clock's settings that ``config``'s method cannot run with, refused in one line."""
+    method = get_method(config.method)
+    if not method.counts_flops and not config.clock().is_default:
+        raise FrdError(f"{config.method}: its device work is not yet counted in FLOPs, so it runs on the "
+                       "virtual clock's defaults only (no --speed-spread, --availability, --round-policy, --*-flops)")
+    if config.availability < 1 and not method.partial_participation:
+        raise FrdError(f"{config.method} needs every device in every round: --availability below 1 is refused")
 
 
 for _builder in (cls_config, cls_configs):

@@ -17,6 +17,7 @@ from torch.nn.utils import parameters_to_vector
 
 from frd.classification.config import ClsConfig
 from frd.classification.context import RunContext
+from frd.classification.flops import sgd_iteration_flops
 from frd.classification.training import per_device_cross_entropy
 from frd.exchange import Exchange, broadcast
 from frd.options import NoOptions
@@ -37,6 +38,8 @@ class Method(ABC):
     ``--fraction``): its ``local_train`` trains only ``ctx.training`` and its ``aggregate`` serves
     the uploads that arrived and the ``participants`` it is given. A method says so; one that does
     not is refused with those flags."""
+    counts_flops: ClassVar[bool] = True
+    """Whether ``local_flops`` counts a device's work, so that the virtual clock's options apply."""
     participants_code: ClassVar[bool] = False
     """Whether the devices encode their uploads and decode their downloads themselves (remote
     devices, ``frd.classification.remote``): the server's codecs then only decode and encode."""
@@ -80,6 +83,14 @@ class Method(ABC):
         """The work of the round's devices (``ctx.training``) between exchanges; default: local SGD
         on ``local_loss``. Override to replace local training (e.g. building synthetic sets instead)."""
         self.ctx.train_devices(self.ctx.config.iterations_per_round, self.local_loss)
+
+    def local_flops(self) -> float | None:
+        """A device's work in one round's ``local_train``, in FLOPs, for the virtual clock (``frd.clock``);
+        default: the round's SGD iterations (``frd.classification.flops``). None: not counted (the clock's
+        options are refused, and the tables' virtual times are NaN)."""
+        ctx = self.ctx
+        return ctx.config.iterations_per_round * sgd_iteration_flops(ctx.devices.template, ctx.data.image_shape,
+                                                                      ctx.config.batch_size)
 
     def local_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Per-device loss [devices] of one batched step; default cross-entropy. Override to add terms

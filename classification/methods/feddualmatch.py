@@ -128,6 +128,12 @@ class DatasetDistillation(Method):
             self.sets[device] = synthetic
             self.distilled_rounds[device] += 1
 
+    counts_flops = False
+
+    def local_flops(self) -> float | None:
+        """Not counted yet: distillation's gradient matching is not the SGD steps the default counts."""
+        return None
+
     def upload(self, device: int) -> Payload:
         return self.sets[device].to_payload(self.ctx.classes)
 

@@ -11,6 +11,7 @@ from frd.agents.sb3 import SB3Config
 from frd.agents.spec import AgentSpec, agent_configs, agent_specs, parse_agent_spec
 from frd.agents.stacked import ACTIVATIONS
 from frd.channel import CHANNELS, check_channel, parse_channel_option
+from frd.clock import CLOCK_DEFAULTS, DEVICE_FLOPS, SERVER_FLOPS, ClockSettings
 from frd.codecs.link import COMPRESS, CodecSettings
 from frd.envs.lanes import check_env_id
 from frd.errors import FrdError
@@ -27,7 +28,8 @@ INITS = ("shared", "separate")
 """Initial weights: one per architecture for all of a run's agents (a server's initial model), or one per agent."""
 
 ADDED_LATER = {"agent_spec": (), "init": "shared", "agents_per_round": None, "fraction": None,
-               "codec_up": "fp32", "codec_down": "fp32", "error_feedback": False, "compress": "update"}
+               "codec_up": "fp32", "codec_down": "fp32", "error_feedback": False, "compress": "update",
+               **CLOCK_DEFAULTS}
 """Fields added after results were saved, with their defaults: in the resume key only when set
 otherwise, so folders written before them still resume."""
 
@@ -95,6 +97,16 @@ class RLConfig:
     """Each agent adds what its uplink codec dropped from its weights to its next upload (needs a lossy --codec-up)."""
     compress: str = field(default="update", metadata={"choices": COMPRESS})
     """What a codec compresses of weights (frl): the update from what the agent last received, or the weights."""
+    speed_spread: float = field(default=0.0, metadata={"metavar": "SIGMA"})
+    """σ of each agent's device rate, lognormal around --device-flops (0: every device alike; ``frd.clock``);
+    above 0 it needs --until all, since the first to complete in seconds is known only when every agent plays on."""
+    round_policy: str = field(default="sync", metadata={"metavar": "POLICY"})
+    """How a round closes on the virtual clock: sync (the last upload in) or deadline:<s> (uploads later than s
+    after the round opened are left out, marked late in the ledger)."""
+    device_flops: float = field(default=DEVICE_FLOPS, metadata={"metavar": "FLOPS"})
+    """An agent's device rate (the median one's with --speed-spread), FLOP/s [our choice, ``frd.clock``]."""
+    server_flops: float = field(default=SERVER_FLOPS, metadata={"metavar": "FLOPS"})
+    """The server's rate, FLOP/s [our choice, ``frd.clock``]."""
     threads: int = 1
     """Torch threads (1 is fastest below ~256 lanes here)."""
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -159,9 +171,17 @@ class RLConfig:
             method.check(self.options_for(name), setup)
         check_channel(self.channel, dict(self.channel_options))
         self.codecs().validate(sends_floats=any(method.exchanges for method in methods))
+        self.clock().validate()
+        if self.speed_spread > 0 and self.until == "first":
+            raise FrdError("--speed-spread above 0 needs --until all: under --until first a run stops at the first "
+                           "agent to complete in episodes, who need not be the first in seconds")
 
     def codecs(self) -> CodecSettings:
         return CodecSettings(self.codec_up, self.codec_down, self.error_feedback, self.compress)
+
+    def clock(self) -> ClockSettings:
+        """The virtual clock's settings (every device online: availability is classification's for now)."""
+        return ClockSettings(self.speed_spread, 1.0, self.round_policy, self.device_flops, self.server_flops)
 
     def check_participation(self) -> None:
         """K within 1 … agents, C within (0, 1], not both."""

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from frd.channel import make_channel
+from frd.clock import RoundTimes
 from frd.codecs.link import codec_link
 from frd.envs.lanes import check_env_id
 from frd.errors import FrdError
@@ -44,7 +45,7 @@ from frd.results import run_id
 from frd.rl import episode_end
 from frd.rl.config import RLConfig
 from frd.rl.methods import Strategy, get_method
-from frd.rl.runner import ROUND_COLUMNS, RLBatch, RunState, round_rng, run_tables
+from frd.rl.runner import ROUND_COLUMNS, RLBatch, RunState, clock_round, episode_row, round_rng, run_clock, run_tables
 from frd.seeding import Stream, derive_seed
 from frd.wire import decode, encode
 
@@ -173,7 +174,7 @@ class AgentReplay(RLBatch):
         the last round's log."""
         run = self.runs[0]
         since = self.given[-1][0].clock if self.given else 0
-        new = [(c, *run.episodes[i][1:]) for i, c in enumerate(self.clocks) if c > since]
+        new = [(c, *run.episodes[i][1:4]) for i, c in enumerate(self.clocks) if c > since]
         clock, episode, score, env_steps = (np.array(col) for col in zip(*new))
         log = [row for row in run.round_log if row["round"] == len(self.given)]
         return array_report(
@@ -274,7 +275,10 @@ class RemoteRun:
         strategy = get_method(method)(config.options_for(method), setup)
         self.config, self.link, self.id = config, link, run_id(method, seed)
         self.run = RunState(method, strategy, seed, np.arange(config.agents),
-                            codec=codec_link(config.codecs(), seed, participants_code=True))
+                            codec=codec_link(config.codecs(), seed, participants_code=True),
+                            clock=run_clock(config, method, seed, int(env.observation_space.shape[0]),  # type: ignore[index]
+                                            int(env.action_space.n)))  # type: ignore[attr-defined]
+        self.clocked: tuple[RoundTimes | None, dict[int, int]] | None = None  # the last round, until its log is in
         # the agents' episodes go through the rule again here, in the order the batch would take them
         self.standing = episode_end.standing(np.array([strategy.exchanges]), config.agents, config.window,
                                              config.period)
@@ -320,11 +324,15 @@ class RemoteRun:
             reports[a] = decode(reply.report)
         run.compute_s += max(reply.work_s for reply, _ in replies.values())
         position = {a: i for i, a in enumerate(self.log_order)}
+        logged = len(run.round_log)
         for a in sorted(reports, key=lambda a: (position.get(a, len(position)), a)):
             log = {k: reports[a][f"log_{k}"] for k in LOG_FIELDS}
             run.round_log += [{"round": run.rounds, "agent": a, "entries": int(log["entries"][i]),
                                "steps": int(log["steps"][i]), "loss_before": float(log["loss_before"][i]),
                                "loss_after": float(log["loss_after"][i])} for i in range(len(log["entries"]))]
+        if self.clocked is not None:  # the last round's distillations are known now: its clocks resume
+            clock_round(run, *self.clocked, run.round_log[logged:])
+            self.clocked = None
         return reports, uploads
 
     def _ended(self, reports: dict[int, Payload], uploads: dict[int, Payload]) -> bool:
@@ -340,7 +348,7 @@ class RemoteRun:
             if what == episode_end.DROPPED:
                 continue
             assert self.standing.episode[a] == episode, "an agent's episodes disagree with the server's count"
-            self.run.episodes.append((a, episode, score, env_steps))
+            self.run.episodes.append(episode_row(self.run, a, episode, score, env_steps))
             self.episodes[a] = episode
             if what & episode_end.LANE == episode_end.COMPLETED:
                 self.run.completed_at[a] = episode
@@ -361,8 +369,10 @@ class RemoteRun:
         points = safe_points(self.config)
         clock = -(-max(self.events.values()) // points) * points
         exchange = _ServerSide(run.strategy, uploads)
+        steps = {a: int(self.env_steps[a]) for a in self.live}
         report = run_round(exchange, self.live, run_id=self.id, round_=run.rounds + 1, ledger=run.ledger,
-                           channel=self.channel, codec=run.codec)
+                           channel=self.channel, codec=run.codec, timing=run.clock.timing(steps) if run.clock else None)
+        self.clocked = (report.times, steps)
         scores = {a: float(reports[a]["recent"][0]) for a in self.live}
         states = run.strategy.finish_rng_states(
             exchange.downloads, scores, round_rng(run.seed, run.rounds))

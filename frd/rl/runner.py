@@ -34,6 +34,7 @@ from frd.agents import kernel
 from frd.agents.grouped import GroupedPopulation
 from frd.agents.sb3 import MixedPopulation, SB3Learner
 from frd.channel import make_channel
+from frd.clock import RoundTimes
 from frd.codecs.link import CodecLink, codec_link
 from frd.envs.lanes import RESET_BLOCK, CartPoleLanes, make_lanes
 from frd.exchange import run_round
@@ -41,6 +42,7 @@ from frd.ledger import Ledger
 from frd.results import MODELS, run_id
 from frd.rl import episode_end, fused
 from frd.rl.checkpoint import BatchCheckpoint
+from frd.rl.clock import RunClock
 from frd.rl.config import RLConfig
 from frd.rl.memory import ExperienceMemory
 from frd.rl.methods import RoundContext, Strategy, get_method
@@ -72,6 +74,7 @@ class RunState:
     comm_s: float = 0.0
     finished: bool = False
     codec: CodecLink | None = None  # its codecs (``frd.codecs.link``); None at the defaults
+    clock: RunClock | None = None   # its agents on the virtual clock (``frd.rl.clock``)
     participation: np.random.Generator = field(init=False)  # draws each round's participants (a stream of its own)
 
     def __post_init__(self) -> None:
@@ -120,7 +123,8 @@ class RLBatch:
             return get_method(method)(config.options_for(method), setup)
 
         self.runs = [RunState(method, strategy(method, s), s, np.arange(i * A, (i + 1) * A),
-                              codec=codec_link(config.codecs(), s))
+                              codec=codec_link(config.codecs(), s),
+                              clock=run_clock(config, method, s, self.env.obs_dim, self.env.n_actions))
                      for i, (method, s) in enumerate(runs)]
         self.channels = [make_channel(config.channel, derive_seed(s, Stream.RL_CHANNEL), **dict(config.channel_options))
                          for s in seeds]
@@ -347,7 +351,7 @@ class RLBatch:
         follows from it here: the run's tables when it ended, a look for a round when a lane stopped."""
         i = self._run_of(lane)
         run, agent = self.runs[i], self.agent_of(lane)
-        run.episodes.append((agent, episode, score, env_steps))
+        run.episodes.append(episode_row(run, agent, episode, score, env_steps))
         if what & episode_end.LANE == episode_end.COMPLETED:
             run.completed_at[agent] = episode
         if what & episode_end.ENDS_RUN:
@@ -502,9 +506,12 @@ class RLBatch:
         took place (a remote agent may have to wait for its server)."""
         run = self.runs[i]
         run.strategy.begin_round(self.round_context(i, rows, round_rng(run.seed, run.rounds)))
+        steps = {a: int(self.env_steps[run.lanes[self.agent_ids.index(a)]]) for a in rows}
         report = run_round(run.strategy, list(rows), run_id=run_id(run.method, run.seed),
-                           round_=run.rounds + 1, ledger=run.ledger, channel=self.channels[i], codec=run.codec)
+                           round_=run.rounds + 1, ledger=run.ledger, channel=self.channels[i], codec=run.codec,
+                           timing=run.clock.timing(steps) if run.clock else None)
         run.comm_s += report.comm_s
+        clock_round(run, report.times, steps, run.strategy.log)
         return True
 
     def _finish(self, run: RunState) -> None:
@@ -545,6 +552,23 @@ class RLBatch:
             self.rows = self.rows[keep]  # otherwise look again when the next run finishes
 
 
+def run_clock(config: RLConfig, method: str, seed: int, obs_dim: int, n_actions: int) -> RunClock:
+    """Run (``method``, ``seed``)'s agents on the virtual clock (distilling at its minibatch size)."""
+    return RunClock(config, obs_dim, n_actions, seed, getattr(config.options_for(method), "distill_batch", 64))
+
+
+def episode_row(run: RunState, agent: int, episode: int, score: float, env_steps: int) -> tuple:
+    """An episodes.csv row of ``run``: with the agent's time at its end on the virtual clock."""
+    return agent, episode, score, env_steps, run.clock.at(agent, env_steps) if run.clock else np.nan
+
+
+def clock_round(run: RunState, times: RoundTimes | None, steps: dict[int, int], log: Sequence[dict]) -> None:
+    """After a round of ``run``: its participants' clocks resume, each after the minibatches it distilled
+    (its rows of the round's ``log``, ``ROUND_COLUMNS``)."""
+    if run.clock is not None and times is not None:
+        run.clock.after_round(times, steps, {row["agent"]: int(row["steps"]) for row in log})
+
+
 def round_rng(seed: int, rounds_done: int) -> np.random.Generator:
     """The generator of a run's next round (its method's draws: shuffles, mixes)."""
     return np.random.default_rng(derive_seed(seed, rounds_done, Stream.RL_EXCHANGE))
@@ -555,7 +579,7 @@ def run_tables(config: RLConfig, run: RunState, episodes: np.ndarray, env_steps:
     runs.csv has ``agents_per_round`` under partial participation only [our choice: so that tables at
     the default stay those of results saved before it]."""
     rid = run_id(run.method, run.seed)
-    frame = pd.DataFrame(run.episodes, columns=["agent", "episode", "score", "env_steps"])
+    frame = pd.DataFrame(run.episodes, columns=["agent", "episode", "score", "env_steps", "sim_s"])
     algorithms = config.algorithms()
     frame.insert(1, ALGORITHM, [algorithms[a] for a in frame["agent"]])
     frame.insert(0, "seed", run.seed)
@@ -575,13 +599,25 @@ def run_tables(config: RLConfig, run: RunState, episodes: np.ndarray, env_steps:
         median_agent_episodes=float(np.median(per_agent)) if every else np.nan,
         agents_completed=len(run.completed_at),
         mission_env_steps=int(sum(env_steps)),
-        compute_s=run.compute_s, comm_s=run.comm_s,
+        compute_s=run.compute_s, comm_s=run.comm_s, **virtual_times(run, episodes, env_steps),
         rounds=run.rounds, bits_up=totals["bits_up"], bits_down=totals["bits_down"])])
     rounds = pd.DataFrame(run.round_log, columns=ROUND_COLUMNS)
     rounds.insert(0, "seed", run.seed)
     rounds.insert(0, "method", run.method)
     rounds.insert(0, "run_id", rid)
     return {"episodes": frame, "ledger": run.ledger.frame(), "rounds": rounds, "runs": runs}
+
+
+def virtual_times(run: RunState, episodes: np.ndarray, env_steps: np.ndarray) -> dict[str, float]:
+    """runs.csv's virtual seconds: ``mission_sim_s``, when the first agent in seconds completed (the run's
+    end if none did), and ``sim_s``, when the run ended (its latest agent's time). ``env_steps``: each
+    agent's steps at the end; a completion's time is its episode's (``episode_row``)."""
+    if run.clock is None:
+        return {"mission_sim_s": np.nan, "sim_s": np.nan}
+    end = max(run.clock.at(a, int(n)) for a, n in enumerate(env_steps))
+    at = {(a, e): t for a, e, _, _, t in run.episodes}
+    completions = [at[(a, e)] for a, e in run.completed_at.items()]
+    return {"mission_sim_s": min(completions, default=end), "sim_s": end}
 
 
 def iter_simulate(config: RLConfig, runs: Sequence[tuple[str, int]],

@@ -17,7 +17,10 @@ BASELINE = "independent"
 MEDIANS = {"slowest_agent_episodes": "all_agents_episodes", "median_agent_episodes": "median_agent_episodes",
            "env_steps": "mission_env_steps", "rounds": "rounds"}
 """Summary column → the runs.csv column whose median over runs it is."""
-IMPROVEMENTS = {"mission_episodes": "p_improvement", "all_agents_episodes": "p_improvement_all_agents"}
+SIM_COLUMN = "mission_sim_s"
+"""runs.csv's mission in virtual seconds (``frd.rl.runner.virtual_times``)."""
+IMPROVEMENTS = {"mission_episodes": "p_improvement", "all_agents_episodes": "p_improvement_all_agents",
+                SIM_COLUMN: "p_improvement_sim_s"}
 """runs.csv column → the summary column of P(fewer than the baseline, ``independent`` unless
 ``--baseline`` names another) on it."""
 
@@ -27,6 +30,15 @@ def agent_rounds(runs: pd.DataFrame) -> pd.Series:
     it (partial participation), else every agent."""
     per_round = runs["agents_per_round"].fillna(runs["n_agents"]) if "agents_per_round" in runs else runs["n_agents"]
     return runs["rounds"] * per_round
+
+
+def sim_columns(g: pd.DataFrame) -> dict[str, float]:
+    """The mission in virtual seconds: median and IQM with their 95 % intervals (NaN without a clock)."""
+    sim = g[SIM_COLUMN]
+    lo, hi = median_ci(sim) if sim.notna().all() else (np.nan, np.nan)
+    iqm = iqm_ci(sim) if sim.notna().all() else (np.nan, np.nan, np.nan)
+    return {"mission_sim_s_median": sim.median(), "mission_sim_s_median_lo": lo, "mission_sim_s_median_hi": hi,
+            **dict(zip(("mission_sim_s_iqm", "mission_sim_s_iqm_lo", "mission_sim_s_iqm_hi"), iqm))}
 
 
 def rl_summary(runs: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
@@ -42,11 +54,15 @@ def rl_summary(runs: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     ``all_agents_completed_frac``, ``all_agents_episodes_iqm`` (``_lo/_hi``) and
     ``p_improvement_all_agents`` (``_lo/_hi``): the same until every agent's mission (else NaN);
     ``slowest_agent_episodes`` and ``median_agent_episodes`` (``--until all``, else NaN); ``env_steps``
-    (all agents together, until the mission); ``seconds`` (compute plus simulated channel time) and
-    ``comm_seconds`` (channel time alone); ``rounds``;
+    (all agents together, until the mission); ``mission_sim_s_median`` (``_lo/_hi``) and ``mission_sim_s_iqm``
+    (``_lo/_hi``): the mission in virtual seconds (``frd.clock``; NaN in runs saved before it), with
+    ``p_improvement_sim_s`` = P(sooner than the baseline in virtual seconds); ``cpu_seconds`` (this machine's
+    compute time, kept apart from the virtual clock) and ``comm_seconds`` (the channel's time); ``rounds``;
     ``bits_up_per_agent_round``/``bits_down_per_agent_round`` (one agent's payload per exchange round,
     over the agents that took part), ``bits_up_total``/``bits_down_total`` (all agents and rounds of a
     run) and ``bits_per_agent_total`` (one agent's bits up and down over a run)."""
+    if SIM_COLUMN not in runs:  # saved before the clock
+        runs = runs.assign(**{SIM_COLUMN: np.nan})
     rows = []
     for (method, agents), g in runs.groupby(["method", "n_agents"], sort=False):
         episodes = g["mission_episodes"]
@@ -65,7 +81,8 @@ def rl_summary(runs: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
             **dict(zip(("all_agents_episodes_iqm", "all_agents_episodes_iqm_lo", "all_agents_episodes_iqm_hi"),
                        iqm_ci(g["all_agents_episodes"]))),
             **{name: g[column].median() for name, column in MEDIANS.items()},
-            "seconds": (g["compute_s"] + g["comm_s"]).median(), "comm_seconds": g["comm_s"].median(),
+            **sim_columns(g),
+            "cpu_seconds": g["compute_s"].median(), "comm_seconds": g["comm_s"].median(),
             "bits_up_per_agent_round": (g["bits_up"] / agent_round_count).median(),
             "bits_down_per_agent_round": (g["bits_down"] / agent_round_count).median(),
             "bits_up_total": g["bits_up"].median(), "bits_down_total": g["bits_down"].median(),
@@ -93,8 +110,10 @@ def rl_table(summary: pd.DataFrame) -> pd.DataFrame:
             f"mission episodes, median [{CI95}]": interval(row, episodes + "median"),
             f"mission episodes, IQM [{CI95}]": interval(row, episodes + "iqm"),
             f"P(fewer episodes than {row['baseline']}) [{CI95}]": interval(row, "p_improvement", digits=".2f"),
+            f"mission virtual s, IQM [{CI95}]": interval(row, "mission_sim_s_iqm", digits=".3g"),
+            f"P(sooner in virtual s than {row['baseline']}) [{CI95}]": interval(row, "p_improvement_sim_s", digits=".2f"),
             **{name.replace("_", " "): fmt(row[name]) for name in MEDIANS if name != "rounds"},
-            "seconds": fmt(row["seconds"]), "comm seconds": fmt(row["comm_seconds"]), "rounds": fmt(row["rounds"]),
+            "cpu seconds": fmt(row["cpu_seconds"]), "comm seconds": fmt(row["comm_seconds"]), "rounds": fmt(row["rounds"]),
             "bits up/agent/round": fmt(row["bits_up_per_agent_round"]),
             "bits down/agent/round": fmt(row["bits_down_per_agent_round"]),
             "bits up total": fmt(row["bits_up_total"]), "bits down total": fmt(row["bits_down_total"]),
