@@ -17,13 +17,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 
 def sgd_iteration_flops(model: nn.Module, image_shape: tuple[int, ...], batch: int) -> float:
-    """FLOPs of one SGD step of ``model`` on ``batch`` images of ``image_shape``."""
-    return _counted(copy.deepcopy(model), tuple(image_shape), batch)
-
-
-def _counted(model: nn.Module, image_shape: tuple[int, ...], batch: int) -> float:
-    key = (repr(model), image_shape, batch)
+    """FLOPs of one SGD step of ``model`` on ``batch`` images of ``image_shape`` (counted on a copy, once
+    per architecture)."""
+    key = (repr(model), tuple(image_shape), batch)
     if key not in _COUNTS:
+        model = copy.deepcopy(model)
         with FlopCounterMode(display=False) as counter:
             logits = model(torch.zeros(batch, *image_shape))
             F.cross_entropy(logits, torch.zeros(batch, dtype=torch.long)).backward()

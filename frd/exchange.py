@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Mapping, Protocol, Sequence
 
 from frd.channel import Channel, IdealChannel
-from frd.clock import RoundTimes, RoundTiming, round_times
+from frd.clock import RoundTimes, RoundTiming, close_round, round_times
 from frd.codecs.link import CodecLink
 from frd.ledger import Ledger
 from frd.payload import Payload
@@ -77,8 +77,7 @@ def run_round(exchange: Exchange, participants: Sequence[int], *, run_id: str, r
     up = channel.uplink({p: u.bits for p, (u, _) in uploads.items()})
     late: frozenset[int] = frozenset()
     if timing is not None:
-        late = round_times(timing, {p: t.latency_s for p, t in up.items()}, {p: t.delivered for p, t in up.items()},
-                           0.0, {}, {}).late
+        late = close_round(timing, {p: t.latency_s for p, t in up.items()}, {p: t.delivered for p, t in up.items()})[1]
     arrived = {p: decoded for p, (_, decoded) in uploads.items() if up[p].delivered and p not in late}
     downloads = send(exchange.aggregate(arrived, receivers) if arrived else {}, "down")
     down = channel.downlink({p: d.bits for p, (d, _) in downloads.items()})

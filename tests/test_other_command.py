@@ -5,16 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from frd.cli import build_parser, main
-
-
-def _refused(args: list[str], tmp_path, capsys) -> str:
-    out = tmp_path / "out"
-    assert main([*args, "--out", str(out)]) == 2, args
-    err = capsys.readouterr().err
-    assert err.startswith("frd: error:") and err.count("\n") == 1 and "Traceback" not in err, err
-    assert not out.exists(), "bad input writes nothing"
-    return err
+from frd.cli import build_parser
+from tests.test_bad_flags import _refused
 
 
 @pytest.mark.parametrize("method, fix", [
