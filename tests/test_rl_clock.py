@@ -56,6 +56,7 @@ def test_after_a_sync_round_every_agent_resumes_when_the_round_ended():
 
 def test_with_unequal_devices_the_mission_is_the_first_completion_in_seconds():
     out = tables("pd", seeds=(0, 1), speed_spread=1.0, until="all", max_episodes=40)
+    assert out["runs"]["completed"].all(), "the checks below need completed runs"
     for run_id, run in out["runs"].set_index("run_id").iterrows():
         episodes = out["episodes"][out["episodes"]["run_id"] == run_id]
         if run["completed"]:
